@@ -1,0 +1,61 @@
+"""`triage diagnose [--json] PATH... | -`: offline diagnosis, no Slack, no network (unless --probe)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bot.engine import SourceError, diagnose_paths
+from bot.engine.library import default_library, load_library
+from bot.engine.render import render_text
+from bot.engine.run import ProgressPrinter
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diagnose",
+        help="diagnose log files, directories (one incident, a file per rank/host), .gz/.zst or stdin",
+        description="Diagnose a failed GPU job from its logs. Exit status 0 whenever the input could be read.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, .gz/.zst file, or - for stdin")
+    p.add_argument("--json", action="store_true", help="print the machine-readable report")
+    p.add_argument("--signatures", metavar="DIR", help="use another signature library folder")
+    p.add_argument("--matcher", choices=["hyperscan", "python"], help="force a scan backend")
+    p.add_argument("--workers", type=int, help="scan processes (default: CPUs, at most 8)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show every probe result")
+    p.add_argument("--probe", action="store_true", help="ask the node agents on the implicated hosts")
+    p.add_argument("--agent-url", metavar="TEMPLATE", help="agent URL, e.g. http://{host}:9477")
+    p.add_argument("--agent-map", metavar="FILE", help="YAML host: url overrides")
+    p.add_argument("--agent-secret-file", metavar="FILE", help="shared secret for signing agent calls")
+    p.add_argument("--probe-deadline", type=float, default=3.0, metavar="S", help="per-host deadline (s)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    library = load_library(args.signatures) if args.signatures else default_library()
+    for prob in library.problems:
+        print(f"triage: signature library problem: {prob}", file=sys.stderr)
+    progress = ProgressPrinter(sys.stderr)
+    try:
+        report = diagnose_paths(args.paths, library=library, backend=args.matcher, workers=args.workers,
+                                progress=progress)
+    except SourceError as exc:
+        progress.finish()
+        print(f"triage: {exc}", file=sys.stderr)
+        return 2
+    progress.finish()
+    if args.probe:
+        from bot.cli.probe_support import probe_and_fuse
+
+        try:
+            report = probe_and_fuse(report, args)
+        except ValueError as exc:
+            print(f"triage: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(report, verbose=args.verbose))
+    return 0

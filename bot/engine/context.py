@@ -1,0 +1,197 @@
+"""Recover host, pid, rank, local rank, GPU and time from the prefixes launchers put on lines.
+
+Prefixes nest (`0: [rank0]:[E626 05:06:30.929 ProcessGroupNCCL.cpp:632] [Rank 0] ...`), so they are
+peeled from the left one at a time; markers that live inside the message (`[Rank 3]`, the NCCL
+`host:pid:tid [dev]` header, Ray's `pid=, ip=`) are searched anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import PurePath
+
+from .model import LineContext
+
+_MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+
+# --- prefixes peeled from the left ------------------------------------------------------------
+# systemd journal / syslog: "Jun 26 05:06:30 gpu-node-17 kernel: NVRM: Xid ..."
+_SYSLOG = re.compile(
+    r"(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"(?P<host>[\w.\-]+) (?P<proc>[\w.\-/@]+)(?:\[(?P<pid>\d+)\])?: "
+)
+# journalctl -o short-iso: "2024-06-26T05:06:30+0000 gpu-node-17 kernel: ..."
+_ISO_SYSLOG = re.compile(
+    r"(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
+    r"(?P<host>[\w.\-]+) (?P<proc>kernel|[\w.\-/@]+(?:\[\d+\])?): "
+)
+# dmesg: "[12345.678901] NVRM: ..." and dmesg -T: "[Wed Jun 26 05:06:30 2024] NVRM: ..."
+_DMESG = re.compile(r"\[\s*(?P<uptime>\d+\.\d+)\] ")
+_DMESG_T = re.compile(
+    r"\[(?:[A-Z][a-z]{2} )?(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d) (?P<year>\d{4})\] "
+)
+# srun -l / mpirun --tag-output style: "3: ..." or "[1,3]<stderr>:"
+_SRUN = re.compile(r"(?P<rank>\d{1,5}): ")
+_MPI_TAG = re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")
+# torchrun --tee / local_ranks_filter: "[rank3]:" ; "[default3]:" is role "default", local rank 3
+_TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
+# pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
+# so that "RuntimeError: ..." is never read as a host)
+_HOST_PREFIX = re.compile(r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): ")
+# Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
+_RAY = re.compile(r"\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) ")
+
+# --- markers found anywhere ---------------------------------------------------------------------
+_NCCL = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+_RANK_BRACKET = re.compile(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]")
+# glog and c10 logging: "E0626 05:06:30.929" (glog) or "[E626 05:06:30.929096625 File.cpp:632]" (c10)
+_GLOG = re.compile(r"(?<![\w.])[IWEF](?P<mm>1[0-2]|0?[1-9])(?P<dd>[0-3]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)\b")
+_ISO = re.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T _](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d+))?"
+)
+_SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
+
+_NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker|process)[-_.]?(?P<rank>\d{1,5})(?:\D|$)", re.I)
+_NAME_HOST = re.compile(r"^(?P<host>(?=[\w\-]*\d)[A-Za-z][\w\-]*?)(?:[._-](?:out|err|log|stdout|stderr))*$")
+_NAME_JOB = re.compile(r"(?:slurm|job)[-_](?P<job>\d+)(?:[_.](?P<task>\d+))?", re.I)
+
+
+def _time(date: tuple[int, int, int], clock: str, frac: str | None = None) -> datetime | None:
+    try:
+        h, m, s = (int(x) for x in clock.split(":"))
+        micro = int((frac or "0")[:6].ljust(6, "0"))
+        return datetime(date[0], date[1], date[2], h, m, s, micro)
+    except ValueError:
+        return None
+
+
+def _peel(body: str, ctx: LineContext) -> str:
+    """Remove the launcher prefixes at the start of `body`, recording what they tell."""
+    for _ in range(6):  # prefixes nest a few deep at most
+        m = _SYSLOG.match(body)
+        if m and m.group("mon").lower() in _MONTHS:
+            ctx.host = ctx.host or m.group("host")
+            ctx.timestamp = ctx.timestamp or _time(
+                (1900, _MONTHS[m.group("mon").lower()], int(m.group("day"))), m.group("time")
+            )
+            body = body[m.end():]
+            continue
+        m = _ISO_SYSLOG.match(body)
+        if m:
+            ctx.host = ctx.host or m.group("host")
+            iso = _ISO.match(m.group("iso"))
+            if iso and ctx.timestamp is None:
+                y, mo, d = (int(x) for x in iso.group("date").split("-"))
+                ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
+            body = body[m.end():]
+            continue
+        m = _DMESG.match(body)
+        if m:
+            ctx.uptime = float(m.group("uptime"))
+            body = body[m.end():]
+            continue
+        m = _DMESG_T.match(body)
+        if m and m.group("mon").lower() in _MONTHS:
+            ctx.timestamp = ctx.timestamp or _time(
+                (int(m.group("year")), _MONTHS[m.group("mon").lower()], int(m.group("day"))), m.group("time")
+            )
+            body = body[m.end():]
+            continue
+        m = _MPI_TAG.match(body)
+        if m:
+            ctx.rank = int(m.group("rank")) if ctx.rank is None else ctx.rank
+            body = body[m.end():]
+            continue
+        m = _TORCHRUN.match(body)
+        if m:
+            if m.group("kind") == "rank":
+                ctx.rank = int(m.group("n"))
+            else:
+                ctx.local_rank = int(m.group("n"))
+            body = body[m.end():]
+            continue
+        m = _SRUN.match(body)
+        if m:
+            if ctx.rank is None:
+                ctx.rank = int(m.group("rank"))
+            body = body[m.end():]
+            continue
+        m = _RAY.match(body)
+        if m:
+            ctx.pid = int(m.group("pid"))
+            ctx.host = ctx.host or m.group("ip")
+            body = body[m.end():]
+            continue
+        m = _HOST_PREFIX.match(body)
+        if m and not _NCCL.match(body):
+            ctx.host = ctx.host or m.group("host")
+            body = body[m.end():]
+            continue
+        break
+    return body
+
+
+def parse_line(line: str) -> LineContext:
+    """Everything the line itself tells (not its source's name)."""
+    ctx = LineContext()
+    body = _peel(line.lstrip(), ctx)
+    m = _NCCL.search(body)
+    if m:
+        ctx.host = ctx.host or m.group("host")
+        ctx.pid = ctx.pid or int(m.group("pid"))
+        ctx.gpu = int(m.group("dev"))
+    m = _RANK_BRACKET.search(body)
+    if m and ctx.rank is None:
+        ctx.rank = int(m.group("rank"))
+    if ctx.timestamp is None:
+        m = _ISO.search(body, 0, 160)
+        if m:
+            try:
+                y, mo, d = (int(x) for x in m.group("date").split("-"))
+                ctx.timestamp = _time((y, mo, d), m.group("time"), m.group("frac"))
+            except ValueError:
+                pass
+    if ctx.timestamp is None:
+        m = _GLOG.search(body, 0, 200)
+        if m:
+            hh, frac = (m.group("time").split(".") + [None])[:2]
+            ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), hh, frac)
+    m = _SLURM_JOB.search(body)
+    if m:
+        ctx.job_id = m.group("job")
+        ctx.host = ctx.host or m.group("host")
+    ctx.body = body
+    return ctx
+
+
+_NOT_HOSTS = re.compile(
+    r"(?:log|logs|out|err|output|stdout|stderr|rank|case|run|test|job|slurm|trace|debug|train|worker|"
+    r"part|file|node|host|gpu|step|attempt|v|r)\d*",
+    re.I,
+)
+
+
+def parse_source_name(name: str) -> LineContext:
+    """What a file name tells: `rank-3.log`, `node17.err`, `slurm-1234.out`, `gpu-node-01/rank3.txt`.
+
+    `name` is relative to what the user gave: a file's own name, or the path inside a directory
+    argument (so `incident-42/` itself is never mistaken for a host).
+    """
+    ctx = LineContext()
+    path = PurePath(name)
+    parts = [path.name] + [p for p in reversed(path.parts[:-1])][:2]
+    for part in parts:
+        stem = part.split(".")[0] if "." in part else part
+        m = _NAME_JOB.search(part)
+        if m and ctx.job_id is None:
+            ctx.job_id = m.group("job")
+            continue
+        m = _NAME_RANK.search(part)
+        if m and ctx.rank is None:
+            ctx.rank = int(m.group("rank"))
+            continue
+        m = _NAME_HOST.match(stem)
+        if m and ctx.host is None and not _NOT_HOSTS.fullmatch(m.group("host")):
+            ctx.host = m.group("host")
+    return ctx

@@ -1,0 +1,387 @@
+"""From matched lines to a ranked diagnosis: which failure, which rank and host started it, what
+to do next, and what to ask when the log cannot tell."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter, defaultdict
+from datetime import datetime
+from functools import cmp_to_key
+from typing import Any
+
+from . import catalog
+from .conditions import Env, ProbeView, evaluate
+from .facts import Facts
+from .library import Library, Signature
+from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
+
+MAX_KEPT_EVIDENCE = 400  # per signature; the count keeps growing, the list does not
+SIGNIFICANT_GAP_S = 120  # a failure this much earlier than another is taken to have started it
+
+# torchrun's failure summary: the rank and host of the first failed worker sit in the block
+_BLOCK_RANK = re.compile(r"^\s*(?:\[\d+\]:?\s*)?rank\s*:\s*(?P<rank>\d+)(?:\s*\(local_rank:\s*(?P<local>\d+)\))?")
+_BLOCK_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>[\w.\-]+)\s*$")
+_BLOCK_TIME = re.compile(r"^\s*time\s*:\s*(?P<date>\d{4}-\d\d-\d\d)_(?P<time>\d\d:\d\d:\d\d)")
+_LOCAL_RANK = re.compile(r"local_rank:?\s*(?P<local>\d+)")
+
+
+class _SafeDict(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    """Fill {placeholders} that we know; leave the others visible rather than failing."""
+    clean = {k: v for k, v in values.items() if v is not None}
+    try:
+        return string.Formatter().vformat(template, (), _SafeDict(clean))
+    except (ValueError, IndexError):
+        return template
+
+
+def _time_key(ev: Evidence) -> datetime | None:
+    return ev.context.timestamp
+
+
+def _enrich_from_block(ev: Evidence) -> None:
+    """Read rank/host/time from torchrun's 'Root Cause' block around an `exitcode :` line."""
+    if not re.search(r"^\s*(?:exitcode|traceback|error_file)\s*:|failed \(exitcode", ev.text):
+        return
+    for line in [*ev.before[-6:], ev.text, *ev.after[:2]]:
+        m = _BLOCK_RANK.match(line)
+        if m:
+            ev.captures.setdefault("culprit_rank", m.group("rank"))
+            if m.group("local"):
+                ev.captures.setdefault("culprit_local_rank", m.group("local"))
+        m = _BLOCK_HOST.match(line)
+        if m:
+            ev.captures.setdefault("culprit_host", m.group("host"))
+    m = _LOCAL_RANK.search(ev.text)
+    if m and ev.context.local_rank is None:
+        ev.context.local_rank = int(m.group("local"))
+
+
+def _first_time(evs: list[Evidence]) -> datetime | None:
+    times = [t for t in (_time_key(e) for e in evs) if t is not None]
+    return min(times) if times else None
+
+
+def _comparable(a: datetime | None, b: datetime | None) -> bool:
+    # dates without a year (glog, syslog) compare only with each other
+    return a is not None and b is not None and (a.year == 1900) == (b.year == 1900)
+
+
+class _Group:
+    def __init__(self, sig: Signature) -> None:
+        self.sig = sig
+        self.evidence: list[Evidence] = []
+        self.count = 0
+        self.per_pattern: Counter[str] = Counter()
+        self.level = Level.INITIATING
+        self.explained_by: str | None = None
+
+    def add(self, ev: Evidence) -> None:
+        self.count += 1
+        self.per_pattern[ev.pattern] += 1
+        if len(self.evidence) < MAX_KEPT_EVIDENCE:
+            self.evidence.append(ev)
+
+    def valid(self) -> bool:
+        for pat in self.sig.patterns:
+            if pat.role == "primary" and self.per_pattern[pat.name] >= pat.min_count:
+                return True
+        return False
+
+    @property
+    def first_time(self) -> datetime | None:
+        return _first_time(self.evidence)
+
+    @property
+    def first_order(self) -> int:
+        return min(e.order for e in self.evidence)
+
+
+def _compare(a: _Group, b: _Group) -> int:
+    if a.level != b.level:
+        return -1 if a.level < b.level else 1
+    ta, tb = a.first_time, b.first_time
+    if _comparable(ta, tb):
+        assert ta is not None and tb is not None
+        gap = (ta - tb).total_seconds()
+        if abs(gap) >= SIGNIFICANT_GAP_S:
+            return -1 if gap < 0 else 1
+    if a.sig.priority != b.sig.priority:
+        return -1 if a.sig.priority > b.sig.priority else 1
+    if _comparable(ta, tb) and ta != tb:
+        return -1 if ta < tb else 1  # type: ignore[operator]
+    return -1 if a.first_order < b.first_order else (1 if a.first_order > b.first_order else 0)
+
+
+def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) -> str | None:
+    for ref in sig.secondary_to:
+        if ref == "*":
+            others = [g for sid, g in present.items() if sid != sig.id and "*" not in g.sig.secondary_to]
+            if others:
+                return min(others, key=lambda g: g.first_order).sig.id
+        elif ref.startswith("family:"):
+            fam = ref.split(":", 1)[1]
+            for sid, g in present.items():
+                if sid != sig.id and g.sig.family == fam and sig.id not in g.sig.secondary_to:
+                    return sid
+        elif ref in present and ref != sig.id:
+            return ref
+    return None
+
+
+def _representative(evs: list[Evidence], limit: int) -> list[Evidence]:
+    """Earliest first, one line per (rank, pattern) before repeating any."""
+    ordered = sorted(evs, key=lambda e: (e.role != "primary", _time_key(e) or datetime.max, e.order))
+    seen: set[tuple[Any, str]] = set()
+    first, rest = [], []
+    for e in ordered:
+        key = (e.context.rank if e.context.rank is not None else e.source, e.pattern)
+        (rest if key in seen else first).append(e)
+        seen.add(key)
+    return (first + rest)[:limit]
+
+
+def _values(ev: Evidence | None, init: Initiating | None, facts: Facts) -> dict[str, Any]:
+    vals: dict[str, Any] = {"job_id": facts.lookup("job_id")}
+    if ev is not None:
+        vals.update(ev.captures)
+        if "xid" in ev.captures:
+            vals.update(catalog.describe(ev.captures["xid"]))
+        vals.update({"source": ev.source, "line": ev.line, "gpu": ev.context.gpu})
+    if init is not None:
+        vals.update({"host": init.host, "rank": init.rank})
+    vals = {k: v for k, v in vals.items() if v is not None}
+    vals.setdefault("host", "<host>")
+    vals.setdefault("job_id", "<job id>")
+    return vals
+
+
+def rank_causes(sig: Signature, env: Env) -> list[CauseResult]:
+    out = []
+    for cause in sig.causes:
+        score = cause.prior
+        pro, con = [], []
+        for cond in cause.confirmed_by:
+            why = evaluate(cond, env)
+            if why:
+                score += 0.35 * cond.weight
+                pro.append(why)
+        for cond in cause.ruled_out_by:
+            why = evaluate(cond, env)
+            if why:
+                score -= 0.5 * cond.weight
+                con.append(why)
+        out.append(CauseResult(cause.id, cause.summary, score, pro, con,
+                               NextAction(cause.action_text, cause.action_command, cause.id)))
+    out.sort(key=lambda c: -c.score)  # stable: the library's order breaks ties
+    return out
+
+
+def _confidence(g: _Group, groups: list[_Group]) -> float:
+    c = g.sig.confidence
+    if g.level == Level.DOWNSTREAM:
+        c *= 0.75
+    elif g.level == Level.SECONDARY:
+        c *= 0.5
+    rivals = [o for o in groups if o is not g and o.level == Level.INITIATING and abs(o.sig.priority - g.sig.priority) <= 5]
+    if g.level == Level.INITIATING and rivals:
+        c *= 0.85
+    ranks = {e.context.rank for e in g.evidence if e.context.rank is not None}
+    if len(ranks) > 1 or g.count >= 3:
+        c += 0.04
+    return max(0.05, min(0.99, c))
+
+
+def _resolve_rank_host(ev: Evidence, facts: Facts, sources: dict[str, SourceInfo]) -> tuple[int | None, str | None]:
+    rank = ev.context.rank
+    host = ev.context.host
+    if "culprit_rank" in ev.captures:
+        rank = int(ev.captures["culprit_rank"])
+        host = ev.captures.get("culprit_host", host)
+    elif "culprit_host" in ev.captures:
+        host = ev.captures["culprit_host"]
+    src = sources.get(ev.source)
+    if src is not None:
+        rank = rank if rank is not None else src.rank
+        host = host or src.host
+    if host is None and rank is not None:
+        host = facts.rank_hosts.get(rank)
+    return rank, host
+
+
+def _initiating(groups: list[_Group], facts: Facts, sources: dict[str, SourceInfo]) -> tuple[Initiating | None, list[str]]:
+    """Who started it, and (for downstream-only logs) what to ask for."""
+    if not groups:
+        return None, []
+    top = groups[0]
+    asks: list[str] = []
+    evs = top.evidence
+    # a named culprit (torchrun's root-cause block) beats inference
+    for e in evs:
+        if "culprit_rank" in e.captures or "culprit_host" in e.captures:
+            rank, host = _resolve_rank_host(e, facts, sources)
+            return Initiating(top.sig.id, rank, host, e.source, e.line, e.context.timestamp,
+                              "named as the first observed failure by the launcher"), asks
+    if top.level == Level.INITIATING:
+        timed = [e for e in evs if e.context.timestamp is not None]
+        if timed and len({_comparable(timed[0].context.timestamp, e.context.timestamp) for e in timed}) == 1:
+            first = min(timed, key=lambda e: (e.context.timestamp, e.order))
+            reason = "earliest timestamp among the ranks that reported it"
+        else:
+            first = min(evs, key=lambda e: e.order)
+            reason = "first line that reported it"
+        rank, host = _resolve_rank_host(first, facts, sources)
+        ranks = {e.context.rank for e in evs if e.context.rank is not None}
+        if len(ranks) <= 1:
+            reason = "the only rank that reported it" if ranks else reason
+        return Initiating(top.sig.id, rank, host, first.source, first.line, first.context.timestamp, reason), asks
+    # only downstream reports: the culprit is whoever did not report (or reported first)
+    reporting = {e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
+    ws = facts.world_size
+    missing = sorted(set(range(ws)) - reporting) if ws and reporting else []
+    if missing and len(missing) <= max(1, ws // 4):  # type: ignore[operator]
+        names = ", ".join(
+            f"rank {r}" + (f" ({facts.rank_hosts[r]})" if r in facts.rank_hosts else "") for r in missing[:8]
+        )
+        asks.append(
+            f"Only downstream reports are in the log, from {len(reporting)} of {ws} ranks. "
+            f"Please attach the log of {names}: {'it' if len(missing) == 1 else 'they'} never reported, "
+            "so the failure most likely started there."
+        )
+        if len(missing) == 1:
+            r = missing[0]
+            return Initiating(top.sig.id, r, facts.rank_hosts.get(r), None, None, None,
+                              f"the only rank of {ws} that did not report {top.sig.id}"), asks
+    timed = [e for e in evs if e.context.timestamp is not None]
+    first = min(timed, key=lambda e: (e.context.timestamp, e.order)) if timed else min(evs, key=lambda e: e.order)
+    rank, host = _resolve_rank_host(first, facts, sources)
+    if not missing:
+        asks.append(
+            f"The log shows only {top.sig.id}, which reports another rank's failure. Please attach the logs "
+            "of the other ranks (or the kernel log of their hosts): the first rank to fail holds the cause."
+        )
+    return Initiating(top.sig.id, rank, host, first.source, first.line, first.context.timestamp,
+                      "first rank to report (a downstream report: the cause may be elsewhere)"), asks
+
+
+def _probe_targets(sig: Signature, g: _Group, init: Initiating | None, all_hosts: list[str]) -> list[dict[str, Any]]:
+    out = []
+    implicated = sorted({e.context.host for e in g.evidence if e.context.host})
+    for p in sig.probes:
+        scope = p.get("hosts", "implicated")
+        if scope == "initiating":
+            hosts = [init.host] if init and init.host else implicated
+        elif scope == "all":
+            hosts = all_hosts
+        else:
+            hosts = implicated or ([init.host] if init and init.host else [])
+        out.append({"name": p["name"], "hosts": hosts, "why": p.get("why", "")})
+    return out
+
+
+def build_report(
+    library: Library,
+    evidence: list[Evidence],
+    facts: Facts,
+    sources: list[SourceInfo],
+    warnings: list[str] | None = None,
+    probe_view: ProbeView | None = None,
+    probe_results: dict[str, Any] | None = None,
+) -> Report:
+    groups_by_id: dict[str, _Group] = {}
+    for ev in evidence:
+        sig = library.signatures.get(ev.signature)
+        if sig is None:
+            continue
+        g = groups_by_id.get(sig.id)
+        if g is None:
+            g = groups_by_id[sig.id] = _Group(sig)
+        _enrich_from_block(ev)
+        g.add(ev)
+    present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
+    for g in present.values():
+        by = _is_secondary(g.sig, present, library)
+        if by:
+            g.level, g.explained_by = Level.SECONDARY, by
+        elif g.sig.downstream:
+            g.level = Level.DOWNSTREAM
+    groups = sorted(present.values(), key=cmp_to_key(_compare))
+    source_map = {s.name: s for s in sources}
+    init, asks = _initiating(groups, facts, source_map)
+
+    hosts = sorted({e.context.host for g in groups for e in g.evidence if e.context.host}
+                   | set(facts.rank_hosts.values()) | {s.host for s in sources if s.host})
+    ranks = sorted({e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
+                   | set(facts.rank_hosts) | {s.rank for s in sources if s.rank is not None})
+    first_evidence = {sid: min(g.evidence, key=lambda e: e.order) for sid, g in present.items()}
+    view = probe_view or ProbeView()
+
+    diagnoses: list[Diagnosis] = []
+    for g in groups:
+        env = Env(present=first_evidence, facts=facts, evidence=g.evidence, probes=view)
+        causes = rank_causes(g.sig, env)
+        rep = _representative(g.evidence, MAX_KEPT_EVIDENCE)
+        vals = _values(rep[0] if rep else None, init if init and init.signature == g.sig.id else None, facts)
+        for c in causes:
+            if c.next_action:
+                c.next_action.text = fill(c.next_action.text, vals)
+                if c.next_action.command:
+                    c.next_action.command = fill(c.next_action.command, vals)
+        missing = []
+        for mf in g.sig.missing_facts:
+            if any(evaluate(c, env) for c in mf.unless):
+                continue
+            missing.append(fill(mf.question, vals))
+        diagnoses.append(
+            Diagnosis(
+                signature=g.sig.id,
+                title=g.sig.title,
+                family=g.sig.family,
+                severity=g.sig.severity,
+                downstream=g.sig.downstream,
+                level=g.level,
+                confidence=_confidence(g, groups),
+                summary=fill(g.sig.summary, vals),
+                evidence=rep,
+                evidence_count=g.count,
+                causes=causes,
+                parent=g.sig.parent,
+                explained_by=g.explained_by,
+                probes=_probe_targets(g.sig, g, init if init and init.signature == g.sig.id else None, hosts),
+                references=g.sig.references,
+                missing_facts=missing,
+            )
+        )
+
+    next_action = None
+    missing_facts: list[str] = []
+    if diagnoses:
+        top = diagnoses[0]
+        if top.causes and top.causes[0].next_action:
+            next_action = top.causes[0].next_action
+        missing_facts = asks + top.missing_facts
+    all_warnings = list(warnings or [])
+    for s in sources:
+        all_warnings.extend(f"{s.name}: {p}" for p in s.problems)
+    return Report(
+        diagnoses=diagnoses,
+        initiating=init,
+        next_action=next_action,
+        missing_facts=missing_facts,
+        facts=facts.to_dict(hosts, ranks),
+        sources=sources,
+        warnings=all_warnings,
+        probes=dict(probe_results or {}),
+    )
+
+
+def evidence_by_signature(evidence: list[Evidence]) -> dict[str, list[Evidence]]:
+    out: dict[str, list[Evidence]] = defaultdict(list)
+    for e in evidence:
+        out[e.signature].append(e)
+    return out

@@ -1,0 +1,174 @@
+"""Facts a log states about its run: versions, world size, NCCL_* settings, job id, rank -> host.
+
+Each fact is a literal (found by the same scan as the signatures) and a regex run on candidate
+lines only, so collecting facts costs nothing on lines that hold none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# Settings we report when a log prints them (an env dump, NCCL's "set by environment to", c10d options).
+_ENV_KEYS = r"(?:TORCH_)?NCCL_[A-Z0-9_]+|TORCH_DISTRIBUTED_DEBUG|CUDA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|PYTORCH_CUDA_ALLOC_CONF|CUDA_DEVICE_MAX_CONNECTIONS|MASTER_ADDR|MASTER_PORT|WORLD_SIZE"
+
+
+@dataclass(frozen=True, slots=True)
+class FactPattern:
+    name: str
+    literals: tuple[str, ...]
+    regex: re.Pattern[str]
+    ignorecase: bool = False
+
+
+FACT_PATTERNS: list[FactPattern] = [
+    # "NCCL version 2.26.2+cuda12.8" (NCCL INFO banner), "NCCL version: (2, 18, 1)" / "nccl version 21.0.3"
+    FactPattern("nccl_version", ("NCCL version",),
+                re.compile(r"NCCL version:? ?\(?(?P<v>\d+(?:[.,] ?\d+){1,2})\)?(?:\+cuda(?P<cuda>\d+\.\d+))?")),
+    FactPattern("nccl_version", ("nccl_version", "torch.cuda.nccl.version"),
+                re.compile(r"nccl[._]version\(?\)?\s*[:=]\s*\(?(?P<v>\d+(?:[.,] ?\d+){1,2})")),
+    # nvidia-smi banner: "| NVIDIA-SMI 570.172.08   Driver Version: 570.172.08   CUDA Version: 12.8 |"
+    FactPattern("driver_version", ("Driver Version",), re.compile(r"Driver Version: ?(?P<v>\d+\.\d+(?:\.\d+)?)")),
+    FactPattern("cuda_version", ("CUDA Version",), re.compile(r"CUDA Version: ?(?P<v>\d+\.\d+)")),
+    # kernel: "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.172.08  ..."
+    FactPattern("driver_version", ("Kernel Module",), re.compile(r"NVIDIA UNIX .*Kernel Module +(?P<v>\d+\.\d+(?:\.\d+)?)")),
+    # torch.utils.collect_env: "PyTorch version: 2.3.0+cu121", "CUDA used to build PyTorch: 12.1"
+    FactPattern("torch_version", ("PyTorch version",), re.compile(r"PyTorch version: ?(?P<v>\d+\.\d+(?:\.\d+)?\S*)")),
+    FactPattern("torch_version", ("torch==",), re.compile(r"\btorch==(?P<v>\d+\.\d+(?:\.\d+)?\S*)")),
+    FactPattern("torch_version", ("torch version",), re.compile(r"torch version:? ?(?P<v>\d+\.\d+(?:\.\d+)?\S*)", re.I),
+                ignorecase=True),
+    FactPattern("cuda_version", ("CUDA used to build PyTorch",),
+                re.compile(r"CUDA used to build PyTorch: ?(?P<v>\d+\.\d+)")),
+    FactPattern("driver_version", ("driver version:",),
+                re.compile(r"(?:Nvidia )?driver version: ?(?P<v>\d{3}\.\d+(?:\.\d+)?)", re.I), ignorecase=True),
+    # world size: c10d options "size: 64, global rank: 3", "world_size=8", NCCL "nranks 64"
+    FactPattern("pg_options", ("global rank:",),
+                re.compile(r"size: (?P<size>\d+), global rank: (?P<rank>\d+)(?:.*?TIMEOUT\(ms\): (?P<timeout>\d+))?")),
+    FactPattern("world_size", ("world_size", "world size", "world-size"),
+                re.compile(r"world[_ -]size\W{0,3}?[=: ]\s*(?P<v>\d+)", re.I), ignorecase=True),
+    # "gpu-node-1:1234:1300 [3] NCCL INFO comm 0x... rank 3 nranks 64 cudaDev 3 busId 1b000 - Init COMPLETE"
+    FactPattern("nccl_rank", ("nranks",),
+                re.compile(r"(?:(?P<host>[\w.\-]+):\d+:\d+ \[(?P<dev>\d+)\] NCCL INFO )?.*?\brank (?P<rank>\d+) nranks (?P<n>\d+)")),
+    FactPattern("env", ("NCCL_", "TORCH_DISTRIBUTED_DEBUG", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
+                        "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR"),
+                re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+)")),
+    FactPattern("timeout_ms", ("Timeout(ms)", "TIMEOUT(ms)"), re.compile(r"(?i:timeout)\(ms\)[=:] ?(?P<v>\d+)")),
+    FactPattern("job_id", ("SLURM_JOB_ID", "SLURM_JOBID"), re.compile(r"SLURM_JOB_?ID\s*[=:]\s*(?P<v>\d+)")),
+    FactPattern("job_id", ("*** JOB ", "*** STEP "), re.compile(r"\*\*\* (?:JOB|STEP) (?P<v>\d+)")),
+    FactPattern("job_id", ("StepId=",), re.compile(r"StepId=(?P<v>\d+)")),
+]
+
+# Hints that a line mentions a setting without it being set ("run with NCCL_DEBUG=INFO for details").
+_ADVICE = re.compile(r"\b(?:run with|set(?:ting)? the environment variable|consider setting|try setting|you can set|e\.g\.|please set)\b", re.I)
+MAX_FACT_HITS = 5000  # per fact kind and source: start-up chatter can repeat a fact per rank
+
+
+@dataclass
+class Facts:
+    versions: dict[str, Counter[str]] = field(default_factory=dict)
+    env: dict[str, Counter[str]] = field(default_factory=dict)
+    world_sizes: Counter[int] = field(default_factory=Counter)
+    # communicator size -> {rank: host}; only the largest communicator's ranks are global ranks
+    rank_hosts_by_size: dict[int, dict[int, str]] = field(default_factory=dict)
+    timeouts_ms: Counter[int] = field(default_factory=Counter)
+    job_ids: Counter[str] = field(default_factory=Counter)
+    hits: Counter[str] = field(default_factory=Counter)
+
+    def add_version(self, kind: str, value: str) -> None:
+        value = value.replace(", ", ".").replace(",", ".")
+        self.versions.setdefault(kind, Counter())[value] += 1
+
+    def merge(self, other: Facts) -> None:
+        for k, c in other.versions.items():
+            self.versions.setdefault(k, Counter()).update(c)
+        for k, c in other.env.items():
+            self.env.setdefault(k, Counter()).update(c)
+        self.world_sizes.update(other.world_sizes)
+        for n, table in other.rank_hosts_by_size.items():
+            mine = self.rank_hosts_by_size.setdefault(n, {})
+            for r, h in table.items():
+                mine.setdefault(r, h)
+        self.timeouts_ms.update(other.timeouts_ms)
+        self.job_ids.update(other.job_ids)
+        self.hits.update(other.hits)
+
+    @property
+    def rank_hosts(self) -> dict[int, str]:
+        if not self.rank_hosts_by_size:
+            return {}
+        return self.rank_hosts_by_size[max(self.rank_hosts_by_size)]
+
+    @property
+    def world_size(self) -> int | None:
+        # sub-communicators (tensor/pipeline groups) are smaller than the world: take the largest
+        return max(self.world_sizes) if self.world_sizes else None
+
+    def to_dict(self, hosts: list[str], ranks: list[int]) -> dict[str, Any]:
+        def first(c: Counter[str]) -> str:
+            return c.most_common(1)[0][0]
+
+        out: dict[str, Any] = {
+            "versions": {k: first(c) for k, c in sorted(self.versions.items())},
+            "world_size": self.world_size,
+            "hosts": hosts,
+            "ranks": ranks,
+            "env": {k: first(c) for k, c in sorted(self.env.items())},
+            "job_id": first(self.job_ids) if self.job_ids else None,
+            "timeout_ms": self.timeouts_ms.most_common(1)[0][0] if self.timeouts_ms else None,
+            "rank_hosts": {str(r): h for r, h in sorted(self.rank_hosts.items())},
+        }
+        conflicts = {k: sorted(c) for k, c in self.versions.items() if len(c) > 1}
+        if conflicts:
+            out["version_conflicts"] = conflicts
+        return out
+
+    def lookup(self, name: str) -> str | None:
+        """A fact by dotted name, for signature conditions: versions.nccl, env.NCCL_P2P_DISABLE, world_size."""
+        if name.startswith("versions."):
+            c = self.versions.get(name.split(".", 1)[1])
+            return c.most_common(1)[0][0] if c else None
+        if name.startswith("env."):
+            c = self.env.get(name.split(".", 1)[1])
+            return c.most_common(1)[0][0] if c else None
+        if name == "world_size":
+            return str(self.world_size) if self.world_size else None
+        if name == "job_id":
+            return self.job_ids.most_common(1)[0][0] if self.job_ids else None
+        if name == "timeout_ms":
+            return str(self.timeouts_ms.most_common(1)[0][0]) if self.timeouts_ms else None
+        return None
+
+
+def apply_fact(facts: Facts, fp: FactPattern, text: str, host: str | None) -> None:
+    if facts.hits[fp.name] >= MAX_FACT_HITS:
+        return
+    m = fp.regex.search(text)
+    if not m:
+        return
+    facts.hits[fp.name] += 1
+    g = m.groupdict()
+    if fp.name.endswith("_version"):
+        kind = fp.name[: -len("_version")]
+        facts.add_version(kind, g["v"])
+        if g.get("cuda"):
+            facts.add_version("cuda", g["cuda"])
+    elif fp.name == "pg_options":
+        facts.world_sizes[int(g["size"])] += 1
+        if g.get("timeout"):
+            facts.timeouts_ms[int(g["timeout"])] += 1
+    elif fp.name == "world_size":
+        facts.world_sizes[int(g["v"])] += 1
+    elif fp.name == "nccl_rank":
+        facts.world_sizes[int(g["n"])] += 1
+        if g.get("host") and int(g["n"]) > 1:
+            facts.rank_hosts_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), g["host"])
+    elif fp.name == "env":
+        if _ADVICE.search(text):
+            return
+        facts.env.setdefault(g["k"], Counter())[g["v"]] += 1
+    elif fp.name == "timeout_ms":
+        facts.timeouts_ms[int(g["v"])] += 1
+    elif fp.name == "job_id":
+        facts.job_ids[g["v"]] += 1

@@ -1,0 +1,307 @@
+"""The signature library: YAML files under signatures/<family>/<id>.yaml, loaded and compiled.
+
+Loading validates every file against signatures/schema.json and collects every problem with its
+file (a broken library is reported in one run, never one error at a time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from .literals import LiteralError, required_literals
+
+VERIFY_TIMEOUT_S = 0.5  # per regex call: a pathological pattern cannot hang a scan
+REGEX_FLAGS = regex.ASCII | regex.VERSION0  # ASCII \b and \w, as hyperscan and `rg (?-u)` see them
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.message}"
+
+
+@dataclass(slots=True)
+class Condition:
+    kind: str  # finding | probe_ok | signature | fact | capture | text
+    value: str
+    matches: regex.Pattern[str] | None = None
+    where: dict[str, Any] = field(default_factory=dict)
+    weight: float = 1.0
+    note: str | None = None
+
+    def describe(self) -> str:
+        if self.note:
+            return self.note
+        if self.kind == "finding":
+            return f"probe finding {self.value}" + (f" {self.where}" if self.where else "")
+        if self.kind == "probe_ok":
+            return f"probe {self.value} clean"
+        if self.kind == "signature":
+            return f"signature {self.value} also present"
+        if self.kind == "fact":
+            return f"fact {self.value}" + (f" ~ /{self.matches.pattern}/" if self.matches else "")
+        if self.kind == "capture":
+            return f"{self.value}" + (f" ~ /{self.matches.pattern}/" if self.matches else "")
+        return f"log text /{self.value}/"
+
+
+@dataclass(slots=True)
+class Cause:
+    id: str
+    summary: str
+    prior: float
+    confirmed_by: list[Condition]
+    ruled_out_by: list[Condition]
+    action_text: str
+    action_command: str | None
+
+
+@dataclass(slots=True)
+class MissingFact:
+    id: str
+    question: str
+    unless: list[Condition]
+
+
+@dataclass(slots=True)
+class Pattern:
+    signature: str
+    name: str
+    source: str
+    compiled: regex.Pattern[str]
+    literals: list[str]
+    ignorecase: bool
+    role: str
+    sources: frozenset[str]
+    min_count: int
+    index: int = -1  # position in Library.patterns
+
+
+@dataclass(slots=True)
+class Signature:
+    id: str
+    title: str
+    family: str
+    severity: str
+    downstream: bool
+    priority: int
+    confidence: float
+    summary: str
+    parent: str | None
+    status: str
+    secondary_to: list[str]
+    patterns: list[Pattern]
+    excludes: list[tuple[regex.Pattern[str], str]]  # (pattern, scope: line|context)
+    causes: list[Cause]
+    missing_facts: list[MissingFact]
+    probes: list[dict[str, Any]]
+    references: list[str]
+    tests: dict[str, list[str]]
+    path: str
+
+
+@dataclass(slots=True)
+class Library:
+    signatures: dict[str, Signature]
+    patterns: list[Pattern]
+    problems: list[Problem]
+    root: str
+
+    def fingerprint(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        for p in self.patterns:
+            h.update(f"{p.signature}\0{p.name}\0{p.ignorecase}\0{'|'.join(p.literals)}\n".encode())
+        return h.hexdigest()[:16]
+
+
+def default_root() -> Path:
+    return Path(str(resources.files("signatures")))
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads((default_root() / "schema.json").read_text(encoding="utf-8"))
+
+
+def compile_regex(pattern: str, ignorecase: bool = False) -> regex.Pattern[str]:
+    return regex.compile(pattern, REGEX_FLAGS | (regex.IGNORECASE if ignorecase else 0))
+
+
+def _condition(raw: dict[str, Any], default_weight: float) -> Condition:
+    for kind in ("finding", "probe_ok", "signature", "fact", "capture", "text"):
+        if kind in raw:
+            matches = raw.get("matches")
+            if kind == "text":
+                matches = raw["text"]
+            return Condition(
+                kind=kind,
+                value=str(raw[kind]),
+                matches=compile_regex(matches, ignorecase=True) if matches else None,
+                where=dict(raw.get("where") or {}),
+                weight=float(raw.get("weight", default_weight)),
+                note=raw.get("note"),
+            )
+    raise ValueError(f"condition names no kind: {raw}")
+
+
+def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature | None:
+    sig_id = doc["id"]
+    patterns: list[Pattern] = []
+    for raw in doc["patterns"]:
+        ignorecase = bool(raw.get("ignorecase", False))
+        where = f"pattern {raw['name']!r}"
+        try:
+            compiled = compile_regex(raw["regex"], ignorecase)
+        except regex.error as exc:
+            problems.append(Problem(path, f"{where}: regex does not compile: {exc}"))
+            continue
+        if raw.get("literal"):
+            literals = [raw["literal"].lower() if ignorecase else raw["literal"]]
+        else:
+            try:
+                literals = required_literals(raw["regex"], ignorecase)
+            except LiteralError as exc:
+                problems.append(Problem(path, f"{where}: {exc}"))
+                continue
+        for lit in literals:
+            if not lit.isascii():
+                problems.append(Problem(path, f"{where}: literal {lit!r} is not ASCII"))
+        patterns.append(
+            Pattern(
+                signature=sig_id,
+                name=raw["name"],
+                source=raw["regex"],
+                compiled=compiled,
+                literals=literals,
+                ignorecase=ignorecase,
+                role=raw.get("role", "primary"),
+                sources=frozenset(raw.get("sources") or ["any"]),
+                min_count=int(raw.get("min_count", 1)),
+            )
+        )
+    excludes = []
+    for raw in doc.get("exclude") or []:
+        try:
+            excludes.append(
+                (compile_regex(raw["regex"], bool(raw.get("ignorecase"))), raw.get("scope", "line"))
+            )
+        except regex.error as exc:
+            problems.append(Problem(path, f"exclude {raw['regex']!r}: regex does not compile: {exc}"))
+    causes = []
+    for raw in doc["causes"]:
+        try:
+            causes.append(
+                Cause(
+                    id=raw["id"],
+                    summary=raw["summary"],
+                    prior=float(raw.get("prior", 0.5)),
+                    confirmed_by=[_condition(c, 1.0) for c in raw.get("confirmed_by") or []],
+                    ruled_out_by=[_condition(c, 1.0) for c in raw.get("ruled_out_by") or []],
+                    action_text=raw["next_action"]["text"],
+                    action_command=raw["next_action"].get("command"),
+                )
+            )
+        except regex.error as exc:
+            problems.append(Problem(path, f"cause {raw['id']!r}: condition regex does not compile: {exc}"))
+    missing = []
+    for raw in doc.get("missing_facts") or []:
+        try:
+            missing.append(
+                MissingFact(raw["id"], raw["question"], [_condition(c, 1.0) for c in raw.get("unless") or []])
+            )
+        except regex.error as exc:
+            problems.append(Problem(path, f"missing fact {raw['id']!r}: regex does not compile: {exc}"))
+    if not patterns:
+        return None
+    return Signature(
+        id=sig_id,
+        title=doc["title"],
+        family=doc["family"],
+        severity=doc["severity"],
+        downstream=bool(doc["downstream"]),
+        priority=int(doc.get("priority", 50)),
+        confidence=float(doc.get("confidence", 0.8)),
+        summary=doc["summary"].strip(),
+        parent=doc.get("parent"),
+        status=doc.get("status", "stable"),
+        secondary_to=list(doc.get("secondary_to") or []),
+        patterns=patterns,
+        excludes=excludes,
+        causes=causes,
+        missing_facts=missing,
+        probes=list(doc.get("probes") or []),
+        references=list(doc["references"]),
+        tests={k: list(v or []) for k, v in (doc.get("tests") or {}).items()},
+        path=path,
+    )
+
+
+def load_library(root: str | Path | None = None, strict: bool = False) -> Library:
+    """Load every signature under `root` (default: the packaged library).
+
+    Problems are collected, not raised; with strict=True a library with problems raises ValueError.
+    """
+    import jsonschema
+
+    base = Path(root) if root else default_root()
+    validator = jsonschema.Draft202012Validator(_schema())
+    problems: list[Problem] = []
+    signatures: dict[str, Signature] = {}
+    files = sorted(p for p in base.rglob("*.yaml") if p.parent != base and not p.name.startswith("_"))
+    for path in files:
+        rel = str(path.relative_to(base))
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            problems.append(Problem(rel, f"not valid YAML: {exc}"))
+            continue
+        if not isinstance(doc, dict):
+            problems.append(Problem(rel, "not a mapping"))
+            continue
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        for err in errors:
+            loc = "/".join(str(p) for p in err.absolute_path) or "(top)"
+            problems.append(Problem(rel, f"schema: {loc}: {err.message}"))
+        if errors:
+            continue
+        if doc["id"] != path.stem:
+            problems.append(Problem(rel, f"id {doc['id']!r} differs from the file name {path.stem!r}"))
+        if doc["family"] != path.parent.name:
+            problems.append(Problem(rel, f"family {doc['family']!r} differs from its folder {path.parent.name!r}"))
+        if doc["id"] in signatures:
+            problems.append(Problem(rel, f"duplicate id {doc['id']!r} (also {signatures[doc['id']].path})"))
+            continue
+        sig = _build(doc, rel, problems)
+        if sig is not None:
+            signatures[sig.id] = sig
+    patterns: list[Pattern] = []
+    for sig in signatures.values():
+        for pat in sig.patterns:
+            pat.index = len(patterns)
+            patterns.append(pat)
+    lib = Library(signatures=signatures, patterns=patterns, problems=problems, root=str(base))
+    if strict and problems:
+        raise ValueError("signature library has problems:\n" + "\n".join(map(str, problems)))
+    return lib
+
+
+_DEFAULT: Library | None = None
+
+
+def default_library() -> Library:
+    """The packaged library, loaded once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_library()
+    return _DEFAULT

@@ -1,0 +1,152 @@
+"""Verify candidate lines: run the real regexes (with a timeout), apply exclusions, read context."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .context import parse_line
+from .facts import FACT_PATTERNS, Facts, apply_fact
+from .library import VERIFY_TIMEOUT_S, Library, Pattern
+from .model import Evidence, LineContext
+from .scanner import RawHit, ScanPlan, make_backend
+
+TEXT_CLIP = 1200  # evidence text shown to people; the regex saw the whole line
+_KERNEL = re.compile(r"NVRM|kernel:|nvidia-nvswitch|nvidia-fabricmanager|^\s*\[\s*\d+\.\d+\]|\bXid\b")
+_SCHED = re.compile(r"slurmstepd|\bsrun: |\bsbatch: |\bslurm|sacct|scontrol|\bkubelet\b|OOMKilled", re.I)
+
+
+def line_kind(text: str) -> str:
+    if _KERNEL.search(text):
+        return "kernel"
+    if _SCHED.search(text):
+        return "scheduler"
+    return "app"
+
+
+def clip_around(text: str, start: int, end: int, limit: int = TEXT_CLIP) -> str:
+    """Keep the matched part of a long line readable: the match with some text either side."""
+    text = text.rstrip("\r\n")
+    if len(text) <= limit:
+        return text
+    pad = max(0, (limit - (end - start)) // 2)
+    lo = max(0, start - pad)
+    hi = min(len(text), max(end + pad, lo + limit))
+    return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+
+@dataclass
+class VerifyStats:
+    candidates: int = 0
+    verified: int = 0
+    timeouts: list[str] = field(default_factory=list)
+
+
+class Matcher:
+    """The compiled library: literal plan + scan backend + per-pattern verification."""
+
+    def __init__(self, library: Library, backend: str | None = None) -> None:
+        self.library = library
+        items = [(p.literals, p.ignorecase) for p in library.patterns]
+        items += [(f.literals, f.ignorecase) for f in FACT_PATTERNS]
+        self.plan = ScanPlan.build(items)
+        self.n_patterns = len(library.patterns)
+        self.backend = make_backend(self.plan, backend)
+        self.excludes = {sid: sig.excludes for sid, sig in library.signatures.items()}
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    def verify(
+        self,
+        hit: RawHit,
+        source: str,
+        source_ctx: LineContext,
+        order_base: int,
+        facts: Facts,
+        stats: VerifyStats,
+    ) -> list[Evidence]:
+        stats.candidates += 1
+        items = sorted({i for lit in hit.literal_ids for i in self.plan.items_of[lit]})
+        out: list[Evidence] = []
+        seen_sigs: set[str] = set()
+        ctx: LineContext | None = None
+        # progress bars overwrite themselves with \r; each segment is its own message
+        segments = [s for s in hit.text.split("\r") if s.strip()] if "\r" in hit.text else [hit.text]
+        for item in items:
+            if item >= self.n_patterns:
+                fp = FACT_PATTERNS[item - self.n_patterns]
+                if ctx is None:
+                    ctx = parse_line(segments[-1]).merged_with(source_ctx)
+                for seg in segments:
+                    apply_fact(facts, fp, seg, ctx.host)
+                continue
+            pat = self.library.patterns[item]
+            if pat.signature in seen_sigs:
+                continue
+            for seg in segments:
+                ev = self._verify_pattern(pat, seg, hit, source, source_ctx, order_base, stats)
+                if ev is not None:
+                    out.append(ev)
+                    seen_sigs.add(pat.signature)
+                    break
+        if out:
+            stats.verified += 1
+        return out
+
+    def _verify_pattern(
+        self,
+        pat: Pattern,
+        text: str,
+        hit: RawHit,
+        source: str,
+        source_ctx: LineContext,
+        order_base: int,
+        stats: VerifyStats,
+    ) -> Evidence | None:
+        if "any" not in pat.sources and line_kind(text) not in pat.sources:
+            return None
+        # patterns see the message without launcher prefixes ("[rank0]: ", "3: ", "host: "), so `^`
+        # means the start of the message; the raw line is tried too in case peeling went too far
+        ctx = parse_line(text)
+        m = None
+        shift = 0
+        try:
+            for hay in (ctx.body, text) if ctx.body != text else (text,):
+                m = pat.compiled.search(hay, timeout=VERIFY_TIMEOUT_S)
+                if m is not None:
+                    shift = len(text) - len(hay) if hay is ctx.body and text.endswith(hay) else 0
+                    break
+        except TimeoutError:
+            stats.timeouts.append(f"{pat.signature}/{pat.name} gave up on {source}:{hit.line} after {VERIFY_TIMEOUT_S}s")
+            return None
+        if m is None:
+            return None
+        for excl, scope in self.excludes.get(pat.signature, ()):
+            hay = text if scope == "line" else "\n".join(hit.before + [text] + hit.after)
+            try:
+                if excl.search(hay, timeout=VERIFY_TIMEOUT_S):
+                    return None
+            except TimeoutError:
+                stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
+                return None
+        ctx = ctx.merged_with(source_ctx)
+        captures = {k: v for k, v in m.groupdict().items() if v is not None}
+        return Evidence(
+            signature=pat.signature,
+            pattern=pat.name,
+            source=source,
+            line=hit.line,
+            text=clip_around(text, m.start() + shift, m.end() + shift),
+            context=ctx,
+            captures=captures,
+            before=list(hit.before),
+            after=list(hit.after),
+            order=order_base + hit.line,
+            role=pat.role,
+        )
+
+
+def make_matcher(library: Library, backend: str | None = None) -> Matcher:
+    return Matcher(library, backend)

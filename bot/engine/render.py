@@ -1,0 +1,99 @@
+"""The human form of a report: what an engineer pastes into a ticket (pure text, no Slack)."""
+
+from __future__ import annotations
+
+from .model import Diagnosis, Evidence, Level, Report
+
+DECISIVE_LINES = 5
+
+
+def _where(ev: Evidence) -> str:
+    who = []
+    if ev.context.rank is not None:
+        who.append(f"rank {ev.context.rank}")
+    if ev.context.host:
+        who.append(ev.context.host)
+    return f"{ev.source}:{ev.line}" + (f" ({', '.join(who)})" if who else "")
+
+
+def decisive_evidence(d: Diagnosis, limit: int = DECISIVE_LINES) -> list[Evidence]:
+    return d.evidence[:limit]
+
+
+def other_ranks_note(report: Report) -> str | None:
+    """"3 other ranks only reported it" — the count of ranks that saw the failure second-hand."""
+    if not report.initiating or not report.diagnoses:
+        return None
+    ranks = set()
+    for d in report.diagnoses:
+        ranks.update(d.ranks)
+    ranks.discard(report.initiating.rank)
+    if not ranks:
+        return None
+    return f"{len(ranks)} other rank{'s' if len(ranks) != 1 else ''} only reported it"
+
+
+def render_text(report: Report, verbose: bool = False) -> str:
+    out: list[str] = []
+    if not report.diagnoses:
+        out.append("No known failure signature found.")
+        if report.warnings:
+            out.append("")
+            out.extend(f"note: {w}" for w in report.warnings)
+        return "\n".join(out) + "\n"
+    top = report.diagnoses[0]
+    out.append(f"{top.signature}: {top.title} (confidence {top.confidence:.0%})")
+    if top.level != Level.INITIATING:
+        out.append("  (only downstream reports were found: the cause may be in a log that is not here)")
+    init = report.initiating
+    if init:
+        who = ", ".join(x for x in (f"rank {init.rank}" if init.rank is not None else None, init.host) if x)
+        note = other_ranks_note(report)
+        out.append(f"Started by: {who or 'unknown rank/host'} — {init.reason}" + (f"; {note}" if note else ""))
+    out.append("")
+    out.append(top.summary)
+    out.append("")
+    out.append("Evidence:")
+    for ev in decisive_evidence(top):
+        out.append(f"  {_where(ev)}: {ev.text.strip()}")
+    if top.evidence_count > DECISIVE_LINES:
+        out.append(f"  ... {top.evidence_count - DECISIVE_LINES} more line(s)")
+    if top.causes:
+        out.append("")
+        out.append("Likely causes:")
+        for c in top.causes[:3]:
+            out.append(f"  - {c.summary}")
+            for why in c.evidence_for[:3]:
+                out.append(f"      + {why}")
+            for why in c.evidence_against[:3]:
+                out.append(f"      - {why}")
+    if report.next_action:
+        out.append("")
+        out.append(f"Next action: {report.next_action.text}")
+        if report.next_action.command:
+            out.append(f"  $ {report.next_action.command}")
+    if report.missing_facts:
+        out.append("")
+        out.append("To tell the causes apart:")
+        out.extend(f"  ? {q}" for q in report.missing_facts)
+    if report.probes:
+        out.append("")
+        out.append("Host probes:")
+        for host, res in sorted(report.probes.items()):
+            if not res.get("reachable", True):
+                out.append(f"  {host}: {res.get('error') or 'did not answer'}")
+                continue
+            for r in res.get("results", []):
+                if r.get("health") != "ok" or verbose:
+                    out.append(f"  {host} {r.get('probe')}: {r.get('health')} — {r.get('reason')}")
+    others = report.diagnoses[1:6]
+    if others:
+        out.append("")
+        out.append("Also seen:")
+        for d in others:
+            tag = {Level.DOWNSTREAM: "downstream", Level.SECONDARY: f"explained by {d.explained_by}"}.get(d.level, "")
+            out.append(f"  {d.signature} ×{d.evidence_count}" + (f" ({tag})" if tag else ""))
+    if report.warnings:
+        out.append("")
+        out.extend(f"note: {w}" for w in report.warnings[:10])
+    return "\n".join(out) + "\n"

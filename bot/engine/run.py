@@ -1,0 +1,265 @@
+"""Run the scan over every source: inline for small inputs, on worker processes for large ones.
+
+Large uncompressed files are split into byte ranges at line boundaries so both CPUs scan one
+file; compressed streams are decompressed on a thread while the main thread scans.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from .context import parse_source_name
+from .facts import Facts
+from .matcher import Matcher, VerifyStats
+from .model import Evidence, LineContext, SourceInfo
+from .reader import CHUNK, Source, read_chunks
+from .scanner import BEFORE, scan_chunks
+
+PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
+ORDER_STRIDE = 1 << 40  # evidence order = source index * stride + line
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ScanResult:
+    evidence: list[Evidence]
+    facts: Facts
+    sources: list[SourceInfo]
+    stats: VerifyStats = field(default_factory=VerifyStats)
+    workers: int = 1
+
+
+@dataclass
+class _Job:
+    index: int  # source index
+    start: int = 0
+    end: int | None = None
+    part: int = 0
+
+
+@dataclass
+class _JobResult:
+    index: int
+    part: int
+    evidence: list[Evidence]
+    facts: Facts
+    lines: int
+    bytes_read: int
+    problems: list[str]
+    stats: VerifyStats
+
+
+def _prefetch(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """Decompress on a thread (zlib releases the GIL) while the caller scans."""
+    q: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = object()
+
+    def pump() -> None:
+        try:
+            for c in chunks:
+                q.put(c)
+        except BaseException as exc:  # surfaced in the consumer
+            q.put(exc)
+        q.put(stop)
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        item = q.get()
+        if item is stop:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item  # type: ignore[misc]
+
+
+def _leading_lines(src: Source, start: int) -> list[bytes]:
+    if start <= 0 or src.path is None:
+        return []
+    with open(src.path, "rb") as fh:
+        lo = max(0, start - 16384)
+        fh.seek(lo)
+        data = fh.read(start - lo)
+    return data.split(b"\n")[-BEFORE - 1 : -1]
+
+
+def _counting(chunks: Iterator[bytes], counter: object | None) -> Iterator[bytes]:
+    for c in chunks:
+        if counter is not None:
+            with counter.get_lock():  # type: ignore[attr-defined]
+                counter.value += len(c)  # type: ignore[attr-defined]
+        yield c
+
+
+def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = None) -> _JobResult:
+    chunks: Iterator[bytes] = read_chunks(src, job.start, job.end)
+    if src.compression:
+        chunks = _prefetch(chunks)
+    rng = scan_chunks(_counting(chunks, counter), matcher.backend, leading=_leading_lines(src, job.start))
+    base_ctx = parse_source_name(src.label or src.name)
+    facts = Facts()
+    stats = VerifyStats()
+    evidence: list[Evidence] = []
+    for hit in rng.hits:
+        evidence.extend(matcher.verify(hit, src.name, base_ctx, job.index * ORDER_STRIDE, facts, stats))
+    return _JobResult(job.index, job.part, evidence, facts, rng.lines, rng.bytes_read,
+                      rng.problems + src.problems, stats)
+
+
+# Worker processes inherit the compiled matcher through fork; nothing is pickled but the results.
+_WORKER: dict[str, object] = {}
+
+
+def _worker_job(args: tuple[int, int, int | None, int]) -> _JobResult:
+    index, start, end, part = args
+    matcher: Matcher = _WORKER["matcher"]  # type: ignore[assignment]
+    sources: list[Source] = _WORKER["sources"]  # type: ignore[assignment]
+    return _run_job(matcher, sources[index], _Job(index, start, end, part), _WORKER.get("counter"))
+
+
+def _split_points(src: Source, parts: int) -> list[int]:
+    assert src.path is not None and src.size is not None
+    points = [0]
+    with open(src.path, "rb") as fh:
+        for k in range(1, parts):
+            fh.seek(src.size * k // parts)
+            probe = fh.read(1 << 20)
+            nl = probe.find(b"\n")
+            if nl < 0:
+                continue
+            cut = src.size * k // parts + nl + 1
+            if cut > points[-1]:
+                points.append(cut)
+    points.append(src.size)
+    return points
+
+
+def _plan_jobs(sources: list[Source], workers: int) -> list[_Job]:
+    jobs: list[_Job] = []
+    for i, src in enumerate(sources):
+        if workers > 1 and src.splittable and (src.size or 0) >= PARALLEL_MIN_BYTES:
+            pts = _split_points(src, workers)
+            for part, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
+                jobs.append(_Job(i, a, b, part))
+        else:
+            jobs.append(_Job(i))
+    return jobs
+
+
+def default_workers() -> int:
+    env = os.environ.get("TRIAGE_WORKERS")
+    if env:
+        return max(1, int(env))
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
+
+
+def scan_sources(
+    sources: list[Source],
+    matcher: Matcher,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> ScanResult:
+    workers = workers or default_workers()
+    total = sum(s.size or 0 for s in sources)
+    parallel = workers > 1 and total >= PARALLEL_MIN_BYTES and "fork" in mp.get_all_start_methods()
+    jobs = _plan_jobs(sources, workers if parallel else 1)
+    if parallel and len(jobs) < 2:
+        parallel = False
+    results: list[_JobResult] = []
+    if parallel:
+        ctx = mp.get_context("fork")
+        counter = ctx.Value("q", 0)
+        _WORKER.update(matcher=matcher, sources=sources, counter=counter)
+        try:
+            with ctx.Pool(processes=min(workers, len(jobs))) as pool:
+                pending = pool.map_async(_worker_job, [(j.index, j.start, j.end, j.part) for j in jobs], chunksize=1)
+                while not pending.ready():
+                    pending.wait(0.5)
+                    if progress:
+                        progress(counter.value, total)
+                results = pending.get()
+        finally:
+            _WORKER.clear()
+    else:
+        done = 0
+        for job in jobs:
+            results.append(_run_job(matcher, sources[job.index], job))
+            done += results[-1].bytes_read
+            if progress:
+                progress(done, total)
+    return _merge(sources, results, workers if parallel else 1)
+
+
+def _merge(sources: list[Source], results: list[_JobResult], workers: int) -> ScanResult:
+    results.sort(key=lambda r: (r.index, r.part))
+    infos = [SourceInfo(name=s.name) for s in sources]
+    facts = Facts()
+    stats = VerifyStats()
+    evidence: list[Evidence] = []
+    line_offset: dict[int, int] = {}
+    for r in results:
+        off = line_offset.get(r.index, 0)
+        if off:
+            for ev in r.evidence:
+                ev.line += off
+                ev.order += off
+        line_offset[r.index] = off + r.lines
+        info = infos[r.index]
+        info.lines += r.lines
+        info.bytes_read += r.bytes_read
+        for p in r.problems:
+            if p not in info.problems:
+                info.problems.append(p)
+        evidence.extend(r.evidence)
+        facts.merge(r.facts)
+        stats.candidates += r.stats.candidates
+        stats.verified += r.stats.verified
+        stats.timeouts.extend(r.stats.timeouts)
+    for info, src in zip(infos, sources, strict=True):
+        ctx: LineContext = parse_source_name(src.label or src.name)
+        info.rank, info.host = ctx.rank, ctx.host
+        if info.bytes_read == 0 and not info.problems:
+            info.problems.append("empty: nothing to read")
+    evidence.sort(key=lambda e: e.order)
+    return ScanResult(evidence=evidence, facts=facts, sources=infos, stats=stats, workers=workers)
+
+
+class ProgressPrinter:
+    """A progress line on stderr for big inputs (over ~100 MB), at most twice a second."""
+
+    def __init__(self, stream, threshold: int = 100 << 20) -> None:  # noqa: ANN001
+        self.stream = stream
+        self.threshold = threshold
+        self.last = 0.0
+        self.t0 = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.threshold:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.5 and done < total:
+            return
+        self.last = now
+        rate = done / max(now - self.t0, 1e-6) / 1e6
+        self.stream.write(f"\rscanning {done >> 20} / {total >> 20} MiB ({rate:.0f} MB/s)")
+        self.stream.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+__all__ = ["CHUNK", "ScanResult", "scan_sources", "ProgressPrinter", "default_workers"]
