@@ -1,0 +1,5 @@
+"""Job sources: turn a scheduler job id into its logs, nodes and verdict (Slurm today)."""
+
+from .base import InvalidJobId, JobInfo, JobLog, JobSource, JobSourceError, NoJobSource
+
+__all__ = ["InvalidJobId", "JobInfo", "JobLog", "JobSource", "JobSourceError", "NoJobSource"]

@@ -1,0 +1,84 @@
+"""The job-source interface the bot uses for `/diagnose <job id>` and scheduler webhooks.
+
+A job source validates an id strictly (ids never reach a shell), resolves it to the job's state,
+nodes and log files, and states the scheduler's verdict as evidence lines the engine can match
+("slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT ... DUE TO TIME LIMIT ***").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class JobSourceError(Exception):
+    """A failure to show the user as is (no traceback): unknown job, scheduler unreachable, ..."""
+
+
+class InvalidJobId(JobSourceError):
+    """The text is not a job id this source accepts (shell metacharacters, too long, wrong form)."""
+
+
+@dataclass
+class JobLog:
+    name: str  # shown as the evidence source, e.g. "slurm-1234.out" or "rank-3.log"
+    path: str | None = None
+    data: bytes | None = None
+
+
+@dataclass
+class JobInfo:
+    job_id: str
+    name: str | None = None
+    user: str | None = None
+    state: str | None = None  # FAILED, NODE_FAIL, TIMEOUT, CANCELLED, OUT_OF_MEMORY, ...
+    exit_code: str | None = None  # "1:0" (code:signal), as Slurm prints it
+    reason: str | None = None
+    partition: str | None = None
+    cluster: str | None = None
+    nodes: list[str] = field(default_factory=list)  # expanded host names: the hosts to probe
+    start: datetime | None = None
+    end: datetime | None = None
+    logs: list[JobLog] = field(default_factory=list)
+    verdict_lines: list[str] = field(default_factory=list)  # scheduler verdict, as evidence text
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        parts = [f"job {self.job_id}"]
+        if self.name:
+            parts.append(f"({self.name})")
+        if self.state:
+            parts.append(f"state {self.state}")
+        if self.exit_code:
+            parts.append(f"exit {self.exit_code}")
+        if self.nodes:
+            parts.append("on " + ",".join(self.nodes[:8]) + (" ..." if len(self.nodes) > 8 else ""))
+        return " ".join(parts)
+
+
+class JobSource(Protocol):
+    name: str
+
+    def parse_job_id(self, text: str) -> str:
+        """Return the canonical id for `text` ("job-1234", "1234", "1234_7", "1234+1"), or raise InvalidJobId."""
+        ...
+
+    def resolve(self, job_id: str) -> JobInfo:
+        """Look the job up; raise JobSourceError with a message fit for the user."""
+        ...
+
+
+class NoJobSource:
+    """Used until a scheduler is configured: says so plainly instead of failing."""
+
+    name = "none"
+
+    def parse_job_id(self, text: str) -> str:
+        raise JobSourceError(
+            "No job source is configured, so job ids cannot be looked up. Paste the log instead, "
+            "or configure Slurm (TRIAGE_JOB_SOURCE=slurm)."
+        )
+
+    def resolve(self, job_id: str) -> JobInfo:
+        return self.parse_job_id(job_id)  # type: ignore[return-value]
