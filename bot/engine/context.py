@@ -13,6 +13,8 @@ from pathlib import PurePath
 
 from .model import LineContext
 
+HEAD = 1024  # characters of a line that prefixes and context markers are looked for in
+
 _MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
 
 # --- prefixes peeled from the left ------------------------------------------------------------
@@ -135,17 +137,20 @@ def _peel(body: str, ctx: LineContext) -> str:
 def parse_line(line: str) -> LineContext:
     """Everything the line itself tells (not its source's name)."""
     ctx = LineContext()
-    body = _peel(line.lstrip(), ctx)
-    m = _NCCL.search(body)
+    body = _peel(line[:HEAD].lstrip(), ctx)
+    # markers sit near the start; searching a bounded head keeps 10 MB lines linear
+    head = body[:HEAD]
+    body = body + line[HEAD:] if len(line) > HEAD else body
+    m = _NCCL.search(head)
     if m:
         ctx.host = ctx.host or m.group("host")
         ctx.pid = ctx.pid or int(m.group("pid"))
         ctx.gpu = int(m.group("dev"))
-    m = _RANK_BRACKET.search(body)
+    m = _RANK_BRACKET.search(head)
     if m and ctx.rank is None:
         ctx.rank = int(m.group("rank"))
     if ctx.timestamp is None:
-        m = _ISO.search(body, 0, 160)
+        m = _ISO.search(head, 0, 160)
         if m:
             try:
                 y, mo, d = (int(x) for x in m.group("date").split("-"))
@@ -153,11 +158,11 @@ def parse_line(line: str) -> LineContext:
             except ValueError:
                 pass
     if ctx.timestamp is None:
-        m = _GLOG.search(body, 0, 200)
+        m = _GLOG.search(head, 0, 200)
         if m:
             hh, frac = (m.group("time").split(".") + [None])[:2]
             ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), hh, frac)
-    m = _SLURM_JOB.search(body)
+    m = _SLURM_JOB.search(head)
     if m:
         ctx.job_id = m.group("job")
         ctx.host = ctx.host or m.group("host")
@@ -167,7 +172,7 @@ def parse_line(line: str) -> LineContext:
 
 _NOT_HOSTS = re.compile(
     r"(?:log|logs|out|err|output|stdout|stderr|rank|case|run|test|job|slurm|trace|debug|train|worker|"
-    r"part|file|node|host|gpu|step|attempt|v|r)\d*",
+    r"part|file|gpu|step|attempt|v|r)\d*",
     re.I,
 )
 

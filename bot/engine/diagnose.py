@@ -12,6 +12,7 @@ from typing import Any
 
 from . import catalog
 from .conditions import Env, ProbeView, evaluate
+from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
 from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
@@ -60,6 +61,18 @@ def _enrich_from_block(ev: Evidence) -> None:
     m = _LOCAL_RANK.search(ev.text)
     if m and ev.context.local_rank is None:
         ev.context.local_rank = int(m.group("local"))
+
+
+def _infer_time(ev: Evidence) -> None:
+    """A line without a timestamp happened at (or just after) the last stamped line before it."""
+    if ev.context.timestamp is not None:
+        return
+    for line in reversed(ev.before):
+        ts = parse_line(line).timestamp
+        if ts is not None:
+            ev.context.timestamp = ts
+            ev.captures.setdefault("time_inferred", "from an earlier line")
+            return
 
 
 def _first_time(evs: list[Evidence]) -> datetime | None:
@@ -294,6 +307,7 @@ def build_report(
     probe_results: dict[str, Any] | None = None,
 ) -> Report:
     groups_by_id: dict[str, _Group] = {}
+    rank_hosts = facts.rank_hosts
     for ev in evidence:
         sig = library.signatures.get(ev.signature)
         if sig is None:
@@ -302,6 +316,9 @@ def build_report(
         if g is None:
             g = groups_by_id[sig.id] = _Group(sig)
         _enrich_from_block(ev)
+        _infer_time(ev)
+        if ev.context.host is None and ev.context.rank is not None:
+            ev.context.host = rank_hosts.get(ev.context.rank)
         g.add(ev)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
     for g in present.values():

@@ -155,6 +155,10 @@ def _gunzip(source: Source, fh: BinaryIO) -> Iterator[bytes]:
 
 def read_chunks(source: Source, start: int = 0, end: int | None = None) -> Iterator[bytes]:
     """Yield the source's bytes in chunks; record (not raise) decompression problems."""
+    if source.stdin and source.compression is None:
+        peek = getattr(sys.stdin.buffer, "peek", None)
+        if peek is not None:
+            source.compression = _compression(peek(4)[:4], source.name)
     if source.compression == "gzip":
         try:
             fh = source.open()

@@ -1,0 +1,73 @@
+"""Launcher prefixes give rank, host, pid and time; file names give rank and host."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from bot.engine.context import parse_line, parse_source_name
+
+CASES = [
+    # (line, host, pid, rank, local_rank, gpu)
+    ("gpu-node-1:3071:3071 [2] NCCL WARN Cuda failure 'unknown error'", "gpu-node-1", 3071, None, None, 2),
+    ("[rank3]:[E626 05:06:30.929096625 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog", None, None, 3, None, None),
+    ("[default5]:RuntimeError: boom", None, None, None, 5, None),
+    ("12: node07:911:930 [4] NCCL WARN NET/IB : Got completion", "node07", 911, 12, None, 4),
+    ("worker-3: RuntimeError: CUDA error: out of memory", "worker-3", None, None, None, None),
+    ("[1,6]<stderr>:node03:77:78 [6] NCCL WARN x", "node03", 77, 6, None, 6),
+    ("(RayWorkerWrapper pid=1234, ip=10.0.0.1) ERROR x", "10.0.0.1", 1234, None, None, None),
+    ("[E ProcessGroupNCCL.cpp:458] [PG 0 Rank 7] Watchdog", None, None, 7, None, None),
+]
+
+
+@pytest.mark.parametrize(("line", "host", "pid", "rank", "local_rank", "gpu"), CASES)
+def test_prefixes(line: str, host, pid, rank, local_rank, gpu) -> None:  # noqa: ANN001
+    ctx = parse_line(line)
+    assert (ctx.host, ctx.pid, ctx.rank, ctx.local_rank, ctx.gpu) == (host, pid, rank, local_rank, gpu)
+
+
+def test_exception_names_are_not_hosts() -> None:
+    for line in ("RuntimeError: boom", "torch.distributed.DistBackendError: NCCL error",
+                 "ncclUnhandledCudaError: Call to CUDA function failed."):
+        assert parse_line(line).host is None, line
+
+
+@pytest.mark.parametrize(("line", "when"), [
+    ("[rank2]:[E626 05:06:30.929096625 ProcessGroupNCCL.cpp:632] x", datetime(1900, 6, 26, 5, 6, 30, 929096)),
+    ("E1126 10:15:05.104000 48190 torch/distributed/elastic/multiprocessing/api.py:869] failed",
+     datetime(1900, 11, 26, 10, 15, 5, 104000)),
+    ("[2025-11-26 10:15:02,118] [INFO] [train.py:142] wrapping", datetime(2025, 11, 26, 10, 15, 2, 118000)),
+    ("2024-06-26T05:06:30.123+0000 gpu-node-2 kernel: NVRM: Xid", datetime(2024, 6, 26, 5, 6, 30, 123000)),
+    ("Jun 26 05:06:30 gpu-node-17 kernel: NVRM: Xid (PCI:0000:3b:00): 79", datetime(1900, 6, 26, 5, 6, 30)),
+    ("[Wed Jun 26 05:06:30 2024] NVRM: Xid (PCI:0000:3b:00): 79", datetime(2024, 6, 26, 5, 6, 30)),
+])
+def test_timestamps(line: str, when: datetime) -> None:
+    assert parse_line(line).timestamp == when
+
+
+def test_kernel_uptime_and_journal_host() -> None:
+    ctx = parse_line("[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    assert ctx.uptime == pytest.approx(1234.56789)
+    assert ctx.body.startswith("NVRM: Xid")
+    assert parse_line("Jun 26 05:06:30 gpu-node-17 kernel: NVRM: x").host == "gpu-node-17"
+
+
+def test_slurm_verdict_gives_job_and_host() -> None:
+    ctx = parse_line("slurmstepd: error: *** JOB 1234 ON node17 CANCELLED AT 2023-01-01T00:00:00 DUE TO TIME LIMIT ***")
+    assert (ctx.job_id, ctx.host) == ("1234", "node17")
+
+
+@pytest.mark.parametrize(("name", "rank", "host", "job"), [
+    ("rank-3.log", 3, None, None),
+    ("rank3.txt", 3, None, None),
+    ("node17.err", None, "node17", None),
+    ("gpu-node-01/rank3.txt", 3, "gpu-node-01", None),
+    ("slurm-1234.out", None, None, "1234"),
+    ("worker_5.log", 5, None, None),
+    ("log.txt", None, None, None),
+    ("stdout", None, None, None),
+])
+def test_source_names(name: str, rank, host, job) -> None:  # noqa: ANN001
+    ctx = parse_source_name(name)
+    assert (ctx.rank, ctx.host, ctx.job_id) == (rank, host, job)

@@ -1,0 +1,141 @@
+"""Ranking, initiating rank/host, causes and questions, on a small fixture library whose rules
+do not move when the real library is tuned."""
+
+from __future__ import annotations
+
+from bot.engine import diagnose_texts
+from bot.engine.conditions import ProbeView
+from bot.engine.diagnose import build_report
+from bot.engine.model import Level
+
+
+def _diag(lib, items):  # noqa: ANN001, ANN202
+    return diagnose_texts(items, library=lib, workers=1)
+
+
+def test_nothing_found_is_an_empty_list(fixture_library) -> None:  # noqa: ANN001
+    r = _diag(fixture_library, [("a.log", "all good\nstep 1 loss 2.3\n")])
+    assert r.diagnoses == [] and r.initiating is None and r.next_action is None
+    assert r.to_dict()["diagnoses"] == []
+
+
+def test_initiating_beats_downstream_even_when_later_in_the_log(fixture_library) -> None:  # noqa: ANN001
+    r = _diag(fixture_library, [("a.log", "FIXTURE TIMEOUT seq=4\nFIXTURE TIMEOUT seq=4\n[rank2]: FIXTURE BOOM code=7\n")])
+    assert [d.signature for d in r.diagnoses] == ["fx-initiating", "fx-downstream"]
+    assert r.diagnoses[1].level == Level.DOWNSTREAM
+    assert r.to_dict()["diagnoses"][1]["downstream"] is True
+    assert r.initiating.rank == 2
+
+
+def test_secondary_and_catch_all_rank_last(fixture_library) -> None:  # noqa: ANN001
+    text = "[rank0]: FixtureError: wrapped\nFIXTURE WRAPPER\nFIXTURE TIMEOUT seq=1\nFIXTURE BOOM code=3\n"
+    r = _diag(fixture_library, [("a.log", text)])
+    sigs = [d.signature for d in r.diagnoses]
+    assert sigs[0] == "fx-initiating"
+    assert sigs.index("fx-downstream") < sigs.index("fx-wrapper")
+    assert {d.signature: d.explained_by for d in r.diagnoses}["fx-catchall"] is not None
+    alone = _diag(fixture_library, [("a.log", "[rank0]: FixtureError: mine\n")])
+    assert alone.diagnoses[0].signature == "fx-catchall"
+    assert alone.diagnoses[0].summary == "FixtureError raised."
+
+
+def test_supporting_pattern_alone_does_not_fire(fixture_library) -> None:  # noqa: ANN001
+    assert _diag(fixture_library, [("a", "FIXTURE CONTEXT\n")]).diagnoses == []
+    r = _diag(fixture_library, [("a", "FIXTURE CONTEXT\nFIXTURE BOOM code=1\n")])
+    assert r.diagnoses[0].evidence_count == 2
+    assert r.diagnoses[0].evidence[0].pattern == "boom"  # primary lines are shown first
+
+
+def test_min_count_and_exclusions(fixture_library) -> None:  # noqa: ANN001
+    assert _diag(fixture_library, [("a", "FIXTURE REPEAT\nFIXTURE REPEAT\n")]).diagnoses == []
+    assert _diag(fixture_library, [("a", "FIXTURE REPEAT\n" * 3)]).diagnoses[0].signature == "fx-wrapper"
+    assert _diag(fixture_library, [("a", "FIXTURE WRAPPER benign wrapper\n")]).diagnoses == []
+
+
+def test_earlier_failure_by_minutes_ranks_first_across_ranks(fixture_library) -> None:  # noqa: ANN001
+    # fx-kernel has the higher priority, but the initiating failure came 8 minutes earlier
+    boom = "[rank2]:[E626 05:06:30.929 X.cpp:1] [Rank 2] FIXTURE BOOM code=1\n"
+    kern = "Jun 26 05:14:36 gpu-node-2 kernel: NVRM: FIXTUREXID 31\n"
+    r = _diag(fixture_library, [("rank2.log", boom), ("gpu-node-2.kern", kern)])
+    assert [d.signature for d in r.diagnoses][:2] == ["fx-initiating", "fx-kernel"]
+    same_time = kern.replace("05:14:36", "05:06:31")
+    r = _diag(fixture_library, [("rank2.log", boom), ("gpu-node-2.kern", same_time)])
+    assert r.diagnoses[0].signature == "fx-kernel"
+
+
+def test_initiating_rank_from_timestamps_and_host_from_nccl_init(fixture_library) -> None:  # noqa: ANN001
+    logs = []
+    for r, t in ((0, "05:06:31"), (1, "05:06:29"), (2, "05:06:33")):
+        logs.append((f"rank-{r}.log",
+                     f"node{r // 2}:1{r}:1{r} [{r}] NCCL INFO comm 0x1 rank {r} nranks 3 cudaDev {r} busId 1000 - Init COMPLETE\n"
+                     f"[2025-01-02 {t},000] [INFO] about to fail\nFIXTURE BOOM code={r}\n"))
+    rep = _diag(fixture_library, logs)
+    assert (rep.initiating.rank, rep.initiating.host) == (1, "node0")
+    assert "earliest" in rep.initiating.reason
+    assert rep.to_dict()["initiating"]["rank"] == 1
+
+
+def test_downstream_only_names_the_rank_that_never_reported(fixture_library) -> None:  # noqa: ANN001
+    init = "".join(f"h{r // 4}:1:1 [{r % 4}] NCCL INFO comm 0x1 rank {r} nranks 8 cudaDev {r % 4} - Init COMPLETE\n" for r in range(8))
+    waits = "".join(f"[rank{r}]: [Rank {r}] FIXTURE TIMEOUT seq=9\n" for r in range(8) if r != 5)
+    rep = _diag(fixture_library, [("all.log", init + waits)])
+    assert rep.diagnoses[0].level == Level.DOWNSTREAM
+    assert (rep.initiating.rank, rep.initiating.host) == (5, "h1")
+    assert any("rank 5 (h1)" in q for q in rep.missing_facts)
+
+
+def test_launcher_root_cause_block_names_rank_and_host(fixture_library) -> None:  # noqa: ANN001
+    text = ("Root Cause (first observed failure):\n[0]:\n  time      : 2025-11-25_21:34:12\n"
+            "  host      : a100-node-3\n  rank      : 2 (local_rank: 2)\n  FIXTURE BOOM code=1\n")
+    # the block is only read around torchrun's `exitcode :` lines
+    rep = _diag(fixture_library, [("x", text)])
+    assert rep.initiating.host is None
+    text2 = text.replace("  FIXTURE BOOM code=1\n", "  exitcode  : 1 (pid: 20404) FIXTURE BOOM code=1\n")
+    rep = _diag(fixture_library, [("x", text2)])
+    assert (rep.initiating.rank, rep.initiating.host) == (2, "a100-node-3")
+
+
+def test_causes_move_with_signatures_facts_and_probes(fixture_library) -> None:  # noqa: ANN001
+    base = _diag(fixture_library, [("a", "FIXTURE BOOM code=1\n")])
+    top = base.diagnoses[0]
+    assert [c.id for c in top.causes] == ["software", "hardware"]
+    assert base.missing_facts == ["What does nvidia-smi show on <host>?"]
+    # an NCCL version fact confirms the software cause
+    r = _diag(fixture_library, [("a", "h:1:1 [0] NCCL INFO NCCL version 2.14.3+cuda11.7\nFIXTURE BOOM code=1\n")])
+    assert r.diagnoses[0].causes[0].evidence_for == ["versions.nccl = 2.14.3"]
+    # a co-occurring kernel fault confirms hardware and makes the question moot
+    r = _diag(fixture_library, [("a", "FIXTURE BOOM code=1\n"), ("k", "[1.0] NVRM: FIXTUREXID 79\n")])
+    d = {x.signature: x for x in r.diagnoses}["fx-initiating"]
+    assert d.causes[0].id == "hardware" and "fx-kernel also in the log" in d.causes[0].evidence_for[0]
+    assert d.missing_facts == []
+
+
+def test_probe_findings_reorder_causes(fixture_library) -> None:  # noqa: ANN001
+    rep = _diag(fixture_library, [("a", "node9:1:1 [0] NCCL WARN FIXTURE BOOM code=1\n")])
+    view = ProbeView(findings=[{"host": "node9", "probe": "xid", "code": "xid", "xid": 79,
+                                "detail": "Xid 79 on GPU 0"}], ran={"xid": ["node9"]})
+    from bot.engine.diagnose import evidence_by_signature  # noqa: F401 - API used by fusion
+
+    ev = [e for d in rep.diagnoses for e in d.evidence]
+    again = build_report(fixture_library, ev, _facts(), rep.sources, probe_view=view)
+    top = again.diagnoses[0]
+    assert top.causes[0].id == "hardware"
+    assert "node9: Xid 79 on GPU 0" in top.causes[0].evidence_for[0]
+    clean = ProbeView(ok={"xid": ["node9"]}, ran={"xid": ["node9"]})
+    again = build_report(fixture_library, ev, _facts(), rep.sources, probe_view=clean)
+    hw = {c.id: c for c in again.diagnoses[0].causes}["hardware"]
+    assert hw.evidence_against == ["probe xid clean on node9"]
+
+
+def _facts():  # noqa: ANN202
+    from bot.engine.facts import Facts
+
+    return Facts()
+
+
+def test_next_action_fills_host_placeholder(fixture_library) -> None:  # noqa: ANN001
+    rep = _diag(fixture_library, [("a", "FIXTURE BOOM code=1\n"), ("k", "Nov 26 02:44:03 gpu-node-17 kernel: NVRM: FIXTUREXID 79\n")])
+    d = {x.signature: x for x in rep.diagnoses}["fx-initiating"]
+    assert d.causes[0].next_action.command == "scontrol update nodename=<host> state=drain reason=fixture"
+    rep = _diag(fixture_library, [("a", "node4:1:1 [0] NCCL WARN FIXTURE BOOM code=1\n")])
+    assert rep.diagnoses[0].summary == "Initiating failure with code 1 on node4."

@@ -1,0 +1,141 @@
+"""Bad and unusual inputs: each gives a clear result through the real CLI, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SEED_LINES = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, unhandled cuda error\n"
+              "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank0]: Last error:\n"
+              "[rank0]: Cuda failure 999 'unknown error'\n")
+
+
+def triage(*args: str, stdin: bytes | None = None) -> tuple[int, dict | str, str]:
+    p = subprocess.run([sys.executable, "-m", "bot.cli.main", *args], input=stdin, capture_output=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    out = p.stdout.decode()
+    err = p.stderr.decode()
+    assert "Traceback" not in err, err
+    if "--json" in args and p.returncode == 0:
+        return p.returncode, json.loads(out), err
+    return p.returncode, out, err
+
+
+def sigs(report: dict) -> list[str]:
+    return [d["signature"] for d in report["diagnoses"]]
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    f = tmp_path / "empty.log"
+    f.write_bytes(b"")
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and rep["diagnoses"] == []
+    assert any("empty" in w for w in rep["warnings"])
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    rc, out, err = triage("diagnose", "--json", str(tmp_path / "nope.log"))
+    assert rc == 2 and "no such file" in err
+
+
+def test_binary_junk_still_diagnoses_the_text_in_it(tmp_path: Path) -> None:
+    junk = os.urandom(300_000)
+    f = tmp_path / "core.bin.log"
+    f.write_bytes(junk[:150_000] + b"\n" + SEED_LINES.encode() + junk[150_000:])
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert any("binary" in w for w in rep["warnings"])
+
+
+def test_truncated_gzip_reports_and_diagnoses_what_was_read(tmp_path: Path) -> None:
+    body = ("step 1 loss 2.0\n" * 20000 + SEED_LINES + "padding line after the failure\n" * 200000).encode()
+    data = gzip.compress(body)
+    f = tmp_path / "run.log.gz"
+    f.write_bytes(data[: int(len(data) * 0.8)])
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert any("truncated" in w for w in rep["warnings"])
+
+
+def test_gzip_and_zstd_and_stdin(tmp_path: Path) -> None:
+    import zstandard
+
+    body = ("hello\r\n" * 1000 + SEED_LINES.replace("\n", "\r\n")).encode()
+    (tmp_path / "a.log.gz").write_bytes(gzip.compress(body))
+    (tmp_path / "b.log.zst").write_bytes(zstandard.ZstdCompressor().compress(body))
+    for f in ("a.log.gz", "b.log.zst"):
+        rc, rep, _ = triage("diagnose", "--json", str(tmp_path / f))
+        assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999", f
+        ev = rep["diagnoses"][0]["evidence"][0]
+        assert ev["line"] == 1004 and not ev["text"].endswith("\r")
+    rc, rep, _ = triage("diagnose", "--json", "-", stdin=gzip.compress(body))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999" and rep["diagnoses"][0]["evidence"][0]["source"] == "<stdin>"
+
+
+def test_ten_megabyte_single_line(tmp_path: Path) -> None:
+    f = tmp_path / "long.log"
+    f.write_bytes(b"x" * (10 << 20) + b" Cuda failure 999 'unknown error' " + b"y" * (1 << 20) + b"\nnext\n")
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep) == ["nccl-cuda-999"]
+    ev = rep["diagnoses"][0]["evidence"][0]
+    assert ev["line"] == 1 and len(ev["text"]) < 2000 and "Cuda failure 999" in ev["text"]
+
+
+def test_non_utf8_and_ansi_colour(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.log"
+    f.write_bytes(b"caf\xe9 \xff\xfe\n\x1b[31m[rank1]: Cuda failure 999 'unknown error'\x1b[0m\n")
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep) == ["nccl-cuda-999"]
+    ev = rep["diagnoses"][0]["evidence"][0]
+    assert ev["line"] == 2 and ev["rank"] == 1 and "\x1b" not in ev["text"]
+
+
+def test_directory_with_thousands_of_small_files(tmp_path: Path) -> None:
+    d = tmp_path / "incident"
+    d.mkdir()
+    for i in range(3000):
+        (d / f"rank-{i}.log").write_text(f"rank {i} step 10 loss 1.0\n")
+    (d / "rank-1717.log").write_text("step 9\n" + SEED_LINES.replace("[rank0]", "[rank1717]"))
+    rc, rep, _ = triage("diagnose", "--json", str(d))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert rep["initiating"]["rank"] == 1717
+    assert len(rep["sources"]) == 3000
+
+
+def test_human_output_names_failure_rank_and_file_line(tmp_path: Path) -> None:
+    f = tmp_path / "rank-3.log"
+    f.write_text("hello\n" + SEED_LINES.replace("rank0", "rank3"))
+    rc, out, _ = triage("diagnose", str(f))
+    assert rc == 0
+    assert out.splitlines()[0].startswith("nccl-cuda-999:")
+    assert "rank 3" in out and f"{f}:5" in out and "Next action:" in out
+
+
+def test_nothing_found_human_and_json(tmp_path: Path) -> None:
+    f = tmp_path / "ok.log"
+    f.write_text("step 1 loss 2.0\n")
+    assert triage("diagnose", str(f))[1].startswith("No known failure")
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and rep["diagnoses"] == [] and rep["initiating"] is None
+
+
+@pytest.mark.parametrize("key", ["diagnoses", "initiating", "next_action", "missing_facts", "probes"])
+def test_json_contract_keys(tmp_path: Path, key: str) -> None:
+    f = tmp_path / "r.log"
+    f.write_text(SEED_LINES)
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert key in rep
+    d = rep["diagnoses"][0]
+    for k in ("signature", "confidence", "downstream", "evidence", "causes"):
+        assert k in d
+    for k in ("source", "line", "text", "rank", "host"):
+        assert k in d["evidence"][0]
+    for k in ("id", "summary", "evidence_for", "evidence_against"):
+        assert k in d["causes"][0]
+    assert isinstance(rep["next_action"], str) and rep["next_action"]
