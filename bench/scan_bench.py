@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Benchmark `triage diagnose --json` on a generated 1 GB multi-rank log, side by side with
+ripgrep (`rg -f`, every pattern prefixed `(?-u)`) or `LC_ALL=C grep -E -f` over the same library.
+
+    python bench/scan_bench.py [--size-mb 1024] [--keep] [--matcher hyperscan|python]
+
+Prints throughput (MB/s), wall time, the engine's own scan time, peak RSS (largest process and
+the whole process tree), and the ratio to rg. Not a test: figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FAILURES = [
+    "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2",
+    "[rank{r}]: ncclUnhandledCudaError: Call to CUDA function failed.",
+    "[rank{r}]: Cuda failure 999 'unknown error'",
+    "[rank{r}]:[E1126 03:14:2{d}.100000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=38517, OpType=ALLREDUCE, NumelIn=67108864, NumelOut=67108864, Timeout(ms)=1800000) ran for 1800043 milliseconds before timing out.",
+    "Nov 26 02:44:03 gpu-node-17 kernel: NVRM: Xid (PCI:0000:43:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    "[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {d} has a total capacity of 79.14 GiB of which 1.21 GiB is free.",
+    "gpu-node-0{d}:4{r}11:4{r}52 [{d}] NCCL WARN NET/IB : Got completion from peer 10.1.2.{r} with error 12, opcode 0, len 0, vendor err 129 (Recv) localGid ::ffff:10.1.2.3 remoteGids ::ffff:10.1.2.{r}",
+]
+
+
+def generate(path: Path, size: int, seed: int = 7) -> None:
+    """Mostly NCCL INFO chatter and training steps, a 100 KB line every ~4 MB, ~50 failures."""
+    rnd = random.Random(seed)
+    hosts = [f"gpu-node-{i:02d}" for i in range(1, 9)]
+    failure_at = {int(size * (0.9 + 0.1 * i / 50)) for i in range(50)}
+    next_fail = sorted(failure_at)
+    written = 0
+    long_every = 4 << 20
+    next_long = long_every
+    with open(path, "w", encoding="utf-8") as fh:
+        buf: list[str] = []
+        i = 0
+        while written < size:
+            i += 1
+            r = rnd.randrange(64)
+            h = hosts[r // 8]
+            k = rnd.random()
+            if k < 0.55:
+                line = (f"{h}:{40000 + r}:{40100 + r} [{r % 8}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : "
+                        f"{r}[{r % 8}] -> {(r + 1) % 64}[{(r + 1) % 8}] via P2P/CUMEM/read")
+            elif k < 0.85:
+                line = (f"[rank{r}]: step {i // 64} loss {2 + rnd.random():.4f} lr 3.0e-04 "
+                        f"grad_norm {rnd.random() * 3:.3f} tokens/s {rnd.randrange(90000, 120000)}")
+            elif k < 0.93:
+                line = (f"{h}:{40000 + r}:{40100 + r} [{r % 8}] NCCL INFO comm 0x{rnd.getrandbits(40):x} rank {r} "
+                        f"nRanks 64 nNodes 8 localRanks 8 localRank {r % 8} MNNVL 0")
+            elif k < 0.97:
+                line = (f"[default{r % 8}]:[2025-11-26 02:{rnd.randrange(60):02d}:{rnd.randrange(60):02d},{rnd.randrange(1000):03d}] "
+                        f"[INFO] [logging.py:128:log_dist] [Rank {r}] step={i // 64}, skipped=0, lr=[0.0003], mom=[(0.9, 0.95)]")
+            else:
+                line = (f"{h}:{40000 + r}:{40100 + r} [{r % 8}] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 "
+                        f"'mlx5_{r % 8}' (no proxy)")
+            if written >= next_long:
+                next_long += long_every
+                line = "[rank0]: batch metadata " + json.dumps({"ids": [rnd.getrandbits(32) for _ in range(9000)]})[:100_000]
+            if next_fail and written >= next_fail[0]:
+                next_fail.pop(0)
+                line = rnd.choice(FAILURES).format(r=r, d=r % 8)
+            buf.append(line)
+            written += len(line) + 1
+            if len(buf) >= 4096:
+                fh.write("\n".join(buf) + "\n")
+                buf.clear()
+        if buf:
+            fh.write("\n".join(buf) + "\n")
+
+
+def library_patterns() -> list[str]:
+    from bot.engine.library import default_library
+
+    out = []
+    for p in default_library().patterns:
+        src = p.source
+        if "(?<" in src.replace("(?P<", "") or "(?=" in src or "(?!" in src:
+            continue  # look-arounds: rg's engine has none; their literal still goes to rg below
+        src = re.sub(r"\(\?P<\w+>", "(", src)  # rg joins patterns with |: group names would clash
+        out.append(("(?i)" if p.ignorecase else "") + src)
+    return out
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int, bytes]:
+    """Wall time, peak RSS of the largest process, peak RSS summed over the process tree (KiB)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    peak_tree = 0
+    stop = threading.Event()
+
+    def tree_rss() -> int:
+        total = 0
+        pids = [proc.pid]
+        try:
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            pids += [int(k) for k in kids]
+        except OSError:
+            pass
+        for pid in pids:
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total
+
+    def sample() -> None:
+        nonlocal peak_tree
+        while not stop.is_set():
+            peak_tree = max(peak_tree, tree_rss())
+            time.sleep(0.02)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, _ = proc.communicate()
+    wall = time.monotonic() - t0
+    stop.set()
+    th.join()
+    import resource
+
+    peak_one = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, peak_one, peak_tree, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--keep", action="store_true", help="keep the generated log")
+    ap.add_argument("--log", help="use this log instead of generating one")
+    ap.add_argument("--matcher", choices=["hyperscan", "python"])
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="triage-bench-"))
+    log = Path(args.log) if args.log else tmp / "multirank-1g.log"
+    if not args.log:
+        t = time.monotonic()
+        generate(log, args.size_mb << 20)
+        print(f"generated {log} ({log.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - t:.1f}s")
+    size_mb = log.stat().st_size / 1e6
+    pats = tmp / "patterns.txt"
+    patterns = library_patterns()
+    pats.write_text("\n".join("(?-u)" + p for p in patterns) + "\n")
+    subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=False)  # warm the page cache
+
+    triage = [sys.executable, "-m", "bot.cli.main", "diagnose", "--json", str(log)]
+    if args.matcher:
+        triage[-1:-1] = ["--matcher", args.matcher]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rg = shutil.which("rg")
+    if rg:
+        ref_name, ref = "rg -f (?-u)", [rg, "-c", "-f", str(pats), str(log)]
+    else:
+        ref_name = "LC_ALL=C grep -E -f"
+        gpats = tmp / "patterns-ere.txt"
+        gpats.write_text("\n".join(p.replace("(?P<", "(").replace("(?:", "(") for p in patterns) + "\n")
+        ref = ["grep", "-c", "-E", "-f", str(gpats), str(log)]
+    ref_env = {**os.environ, "LC_ALL": "C"}
+
+    best: dict[str, tuple[float, int, int, dict]] = {}
+    for _ in range(args.rounds):
+        wall, one, tree, out = run_measured(triage, env)
+        rep = json.loads(out)
+        if "triage" not in best or wall < best["triage"][0]:
+            best["triage"] = (wall, one, tree, rep)
+        wall, one, tree, _out = run_measured(ref, ref_env)
+        if "ref" not in best or wall < best["ref"][0]:
+            best["ref"] = (wall, one, tree, {})
+    wall, one, tree, rep = best["triage"]
+    stats = rep.get("stats", {})
+    rwall = best["ref"][0]
+    print(f"log: {size_mb:.0f} MB, {stats.get('lines')} lines, {len(patterns)} patterns "
+          f"({stats.get('patterns')} in the library, {stats.get('signatures')} signatures)")
+    print(f"triage diagnose --json ({stats.get('matcher')}, {stats.get('workers')} workers): wall {wall:.2f}s, "
+          f"scan {stats.get('scan_s')}s, {size_mb / wall:.0f} MB/s end to end, "
+          f"peak RSS {one / 1024:.0f} MB largest process / {tree / 1024:.0f} MB process tree")
+    print(f"  found: {[d['signature'] for d in rep['diagnoses']][:5]}; candidate lines {stats.get('candidate_lines')}")
+    print(f"{ref_name}: wall {rwall:.2f}s, {size_mb / rwall:.0f} MB/s")
+    print(f"ratio triage wall / {ref_name.split()[0]} wall: {wall / rwall:.2f}   "
+          f"(scan only: {float(stats.get('scan_s', wall)) / rwall:.2f})")
+    if not args.keep and not args.log:
+        shutil.rmtree(tmp, ignore_errors=True)
+    elif args.keep:
+        print(f"kept {log}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
