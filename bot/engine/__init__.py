@@ -68,9 +68,12 @@ def diagnose_paths(paths: list[str], **kwargs) -> Report:  # noqa: ANN003
     return diagnose_sources(sources, warnings=problems, **kwargs)
 
 
-def diagnose_texts(items: list[tuple[str, str | bytes]], **kwargs) -> Report:  # noqa: ANN003
-    """In-memory evidence: [(name, text)], e.g. a pasted log and the replies in its thread."""
-    sources = [source_for_bytes(name, data.encode("utf-8", "replace") if isinstance(data, str) else data)
+def diagnose_texts(items: list[tuple[str, str | bytes]], max_bytes: int | None = None, **kwargs) -> Report:  # noqa: ANN003
+    """In-memory evidence: [(name, text)], e.g. a pasted log and the replies in its thread.
+
+    `max_bytes` caps what is read of each item after decompression (a small .gz can unpack to GBs).
+    """
+    sources = [source_for_bytes(name, data.encode("utf-8", "replace") if isinstance(data, str) else data, max_bytes)
                for name, data in items]
     return diagnose_sources(sources, **kwargs)
 

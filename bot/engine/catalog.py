@@ -15,13 +15,31 @@ def _catalog() -> dict[int, dict[str, Any]]:
     path = default_root() / "xid-catalog.yaml"
     if not path.exists():
         return {}
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    out: dict[int, dict[str, Any]] = {}
-    for entry in doc.get("xids", []):
-        codes = entry.get("codes") or [entry["code"]]
-        for code in codes:
-            out[int(code)] = entry
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        out: dict[int, dict[str, Any]] = {}
+        for entry in doc.get("xids", []):
+            for code in entry.get("codes") or [entry["code"]]:
+                out[int(code)] = entry
+    except (yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError):
+        return {}  # `triage signatures lint` reports a broken catalog; a diagnosis must not fail on it
     return out
+
+
+def catalog_problems() -> list[str]:
+    path = default_root() / "xid-catalog.yaml"
+    if not path.exists():
+        return []
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        entries = doc["xids"]
+        for i, entry in enumerate(entries):
+            if not (entry.get("codes") or "code" in entry) or not entry.get("meaning") or not entry.get("action"):
+                return [f"entry {i} needs code (or codes), meaning and action"]
+            [int(c) for c in entry.get("codes") or [entry["code"]]]
+    except (yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return [f"not a valid catalog: {exc}"]
+    return []
 
 
 def lookup(code: int | str) -> dict[str, Any] | None:

@@ -88,3 +88,37 @@ def evaluate(cond: Condition, env: Env) -> str | None:
             return None
         return cond.note or f"probe {cond.value} clean on {', '.join(sorted(hosts))}"
     return None
+
+
+def view_for_hosts(results: dict[str, dict[str, Any]], hosts: set[str], facts: Facts) -> ProbeView:
+    """What the agents of `hosts` said, with each GPU finding tied to the job's rank on that GPU."""
+    view = ProbeView()
+    gpu_rank: dict[tuple[str, int], list[int]] = {}
+    for rank, host in facts.rank_hosts.items():
+        gpu = facts.rank_gpus.get(rank)
+        if gpu is not None:
+            gpu_rank.setdefault((host, gpu), []).append(rank)
+    for host in sorted(hosts):
+        answer = results.get(host)
+        if answer is None:
+            continue
+        if not answer.get("reachable", True):
+            view.unreachable.append(host)
+            view.findings.append({"host": host, "probe": "agent", "code": "agent-unreachable",
+                                  "detail": answer.get("error") or f"{host} did not answer"})
+            continue
+        for res in answer.get("results", []):
+            probe = res.get("probe", "?")
+            view.ran.setdefault(probe, []).append(host)
+            if res.get("health") == "ok":
+                view.ok.setdefault(probe, []).append(host)
+            for f in res.get("findings", []):
+                item = dict(f, host=host, probe=probe)
+                gpu = f.get("gpu")
+                ranks = gpu_rank.get((host, gpu), []) if isinstance(gpu, int) else []
+                if ranks:
+                    item["ranks"] = ranks
+                    who = ", ".join(f"rank {r}" for r in ranks)
+                    item["detail"] = f"{f.get('detail', f.get('code'))} (GPU {gpu} is {who}'s)"
+                view.findings.append(item)
+    return view

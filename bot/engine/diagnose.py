@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cmp_to_key
 from typing import Any
 
 from . import catalog
-from .conditions import Env, ProbeView, evaluate
+from .conditions import Env, ProbeView, evaluate, view_for_hosts
 from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
@@ -336,10 +337,18 @@ def build_report(
     ranks = sorted({e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
                    | set(facts.rank_hosts) | {s.rank for s in sources if s.rank is not None})
     first_evidence = {sid: min(g.evidence, key=lambda e: e.order) for sid, g in present.items()}
-    view = probe_view or ProbeView()
 
     diagnoses: list[Diagnosis] = []
     for g in groups:
+        if probe_view is not None:
+            view = probe_view
+        elif probe_results:
+            wanted = {e.context.host for e in g.evidence if e.context.host}
+            if init and init.signature == g.sig.id and init.host:
+                wanted.add(init.host)
+            view = view_for_hosts(probe_results, wanted or set(probe_results), facts)
+        else:
+            view = ProbeView()
         env = Env(present=first_evidence, facts=facts, evidence=g.evidence, probes=view)
         causes = rank_causes(g.sig, env)
         rep = _representative(g.evidence, MAX_KEPT_EVIDENCE)
@@ -394,7 +403,17 @@ def build_report(
         sources=sources,
         warnings=all_warnings,
         probes=dict(probe_results or {}),
+        basis=ReportBasis(library, evidence, facts, sources, list(warnings or [])),
     )
+
+
+@dataclass
+class ReportBasis:
+    library: Library
+    evidence: list[Evidence]
+    facts: Facts
+    sources: list[SourceInfo]
+    warnings: list[str]
 
 
 def evidence_by_signature(evidence: list[Evidence]) -> dict[str, list[Evidence]]:

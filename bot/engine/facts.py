@@ -50,7 +50,7 @@ FACT_PATTERNS: list[FactPattern] = [
                 re.compile(r"world[_ -]size\W{0,3}?[=: ]\s*(?P<v>\d+)", re.I), ignorecase=True),
     # "gpu-node-1:1234:1300 [3] NCCL INFO comm 0x... rank 3 nranks 64 cudaDev 3 busId 1b000 - Init COMPLETE"
     FactPattern("nccl_rank", ("nranks",),
-                re.compile(r"(?:(?P<host>[\w.\-]+):\d+:\d+ \[(?P<dev>\d+)\] NCCL INFO )?.*?\brank (?P<rank>\d+) nranks (?P<n>\d+)")),
+                re.compile(r"(?:(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] NCCL INFO )?.*?\brank (?P<rank>\d+) nranks (?P<n>\d+)(?: cudaDev (?P<cdev>\d+))?")),
     FactPattern("env", ("NCCL_", "TORCH_DISTRIBUTED_DEBUG", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
                         "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR"),
                 re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+)")),
@@ -72,6 +72,8 @@ class Facts:
     world_sizes: Counter[int] = field(default_factory=Counter)
     # communicator size -> {rank: host}; only the largest communicator's ranks are global ranks
     rank_hosts_by_size: dict[int, dict[int, str]] = field(default_factory=dict)
+    rank_gpus_by_size: dict[int, dict[int, int]] = field(default_factory=dict)  # rank -> NCCL cudaDev
+    rank_pids_by_size: dict[int, dict[int, int]] = field(default_factory=dict)
     timeouts_ms: Counter[int] = field(default_factory=Counter)
     job_ids: Counter[str] = field(default_factory=Counter)
     hits: Counter[str] = field(default_factory=Counter)
@@ -86,6 +88,10 @@ class Facts:
         for k, c in other.env.items():
             self.env.setdefault(k, Counter()).update(c)
         self.world_sizes.update(other.world_sizes)
+        for mine_all, theirs_all in ((self.rank_gpus_by_size, other.rank_gpus_by_size),
+                                     (self.rank_pids_by_size, other.rank_pids_by_size)):
+            for n, table in theirs_all.items():
+                mine_all.setdefault(n, {}).update({r: v for r, v in table.items() if r not in mine_all.get(n, {})})
         for n, table in other.rank_hosts_by_size.items():
             mine = self.rank_hosts_by_size.setdefault(n, {})
             for r, h in table.items():
@@ -99,6 +105,14 @@ class Facts:
         if not self.rank_hosts_by_size:
             return {}
         return self.rank_hosts_by_size[max(self.rank_hosts_by_size)]
+
+    @property
+    def rank_gpus(self) -> dict[int, int]:
+        return self.rank_gpus_by_size[max(self.rank_gpus_by_size)] if self.rank_gpus_by_size else {}
+
+    @property
+    def rank_pids(self) -> dict[int, int]:
+        return self.rank_pids_by_size[max(self.rank_pids_by_size)] if self.rank_pids_by_size else {}
 
     @property
     def world_size(self) -> int | None:
@@ -118,6 +132,7 @@ class Facts:
             "job_id": first(self.job_ids) if self.job_ids else None,
             "timeout_ms": self.timeouts_ms.most_common(1)[0][0] if self.timeouts_ms else None,
             "rank_hosts": {str(r): h for r, h in sorted(self.rank_hosts.items())},
+            "rank_gpus": {str(r): g for r, g in sorted(self.rank_gpus.items())},
         }
         conflicts = {k: sorted(c) for k, c in self.versions.items() if len(c) > 1}
         if conflicts:
@@ -164,10 +179,15 @@ def apply_fact(facts: Facts, fp: FactPattern, text: str, host: str | None) -> No
         facts.world_sizes[int(g["n"])] += 1
         if g.get("host") and int(g["n"]) > 1:
             facts.rank_hosts_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), g["host"])
+        if g.get("cdev") is not None:
+            facts.rank_gpus_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["cdev"]))
+        if g.get("pid"):
+            facts.rank_pids_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["pid"]))
     elif fp.name == "env":
         if _ADVICE.search(text):
             return
-        facts.env.setdefault(g["k"], Counter())[g["v"]] += 1
+        for em in fp.regex.finditer(text):  # c10d prints every setting on one line
+            facts.env.setdefault(em.group("k"), Counter())[em.group("v")] += 1
     elif fp.name == "timeout_ms":
         facts.timeouts_ms[int(g["v"])] += 1
     elif fp.name == "job_id":

@@ -37,6 +37,9 @@ def _known_finding_codes() -> set[str] | None:
 
 def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Problem]:
     problems = list(library.problems)
+    from .catalog import catalog_problems
+
+    problems += [Problem("xid-catalog.yaml", p) for p in catalog_problems()]
     tax = taxonomy if taxonomy is not None else taxonomy_ids()
     ids = set(library.signatures)
     families = {s.family for s in library.signatures.values()}

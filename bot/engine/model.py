@@ -216,6 +216,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     probes: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    # what the report was built from, so probe results can be fused in later (never serialised)
+    basis: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The `triage diagnose --json` contract. Extend it, never break it."""

@@ -39,6 +39,7 @@ class Source:
     size: int | None = None
     compression: str | None = None  # gzip | zstd | None
     problems: list[str] = field(default_factory=list)
+    max_bytes: int | None = None  # stop after this many (decompressed) bytes: gzip bombs, huge uploads
 
     def open(self) -> BinaryIO:
         if self.data is not None:
@@ -78,8 +79,9 @@ def source_for_file(path: Path, name: str | None = None, label: str | None = Non
                   compression=_compression(head, str(path)))
 
 
-def source_for_bytes(name: str, data: bytes) -> Source:
-    return Source(name=name, data=data, size=len(data), compression=_compression(data[:4], name))
+def source_for_bytes(name: str, data: bytes, max_bytes: int | None = None) -> Source:
+    return Source(name=name, data=data, size=len(data), compression=_compression(data[:4], name),
+                  max_bytes=max_bytes)
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -154,6 +156,21 @@ def _gunzip(source: Source, fh: BinaryIO) -> Iterator[bytes]:
 
 
 def read_chunks(source: Source, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+    """Yield the source's bytes in chunks, at most `source.max_bytes` of them."""
+    if source.max_bytes is None:
+        yield from _read_chunks(source, start, end)
+        return
+    budget = source.max_bytes
+    for chunk in _read_chunks(source, start, end):
+        if len(chunk) >= budget:
+            yield chunk[:budget]
+            source.problems.append(f"read the first {source.max_bytes >> 20} MiB only (size limit)")
+            return
+        budget -= len(chunk)
+        yield chunk
+
+
+def _read_chunks(source: Source, start: int = 0, end: int | None = None) -> Iterator[bytes]:
     """Yield the source's bytes in chunks; record (not raise) decompression problems."""
     if source.stdin and source.compression is None:
         peek = getattr(sys.stdin.buffer, "peek", None)

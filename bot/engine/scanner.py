@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,8 @@ class HyperscanBackend:
 
         self._hs = hyperscan
         self.db = self._load_or_compile(plan)
-        self.scratch = hyperscan.Scratch(self.db)
+        self._proto = hyperscan.Scratch(self.db)
+        self._local = threading.local()  # a scratch may serve one scan at a time: one per thread
 
     def _load_or_compile(self, plan: ScanPlan):  # noqa: ANN202 - hyperscan.Database
         hs = self._hs
@@ -121,7 +123,10 @@ class HyperscanBackend:
         def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
             append((to, idx))
 
-        self.db.scan(buf, match_event_handler=on_match, scratch=self.scratch)
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._proto.clone()
+        self.db.scan(buf, match_event_handler=on_match, scratch=scratch)
         return hits
 
 

@@ -139,3 +139,28 @@ def test_json_contract_keys(tmp_path: Path, key: str) -> None:
     for k in ("id", "summary", "evidence_for", "evidence_against"):
         assert k in d["causes"][0]
     assert isinstance(rep["next_action"], str) and rep["next_action"]
+
+
+def test_decompressed_size_budget_for_uploads() -> None:
+    from bot.engine import diagnose_texts
+
+    bomb = gzip.compress(b"A" * (64 << 20) + b"\n" + SEED_LINES.encode())
+    rep = diagnose_texts([("upload.log.gz", bomb)], max_bytes=8 << 20, workers=1)
+    assert rep.diagnoses == []
+    assert any("first 8 MiB only" in w for w in rep.warnings)
+    rep = diagnose_texts([("upload.log.gz", gzip.compress(SEED_LINES.encode()))], max_bytes=8 << 20, workers=1)
+    assert rep.diagnoses[0].signature == "nccl-cuda-999" and rep.warnings == []
+
+
+def test_concurrent_diagnoses_on_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.engine import diagnose_texts
+
+    text = ("step 1 loss 2.0\n" * 200000 + SEED_LINES) * 2
+
+    def one(i: int) -> str:
+        return diagnose_texts([(f"t{i}", text)], workers=1).diagnoses[0].signature
+
+    with ThreadPoolExecutor(6) as ex:
+        assert set(ex.map(one, range(12))) == {"nccl-cuda-999"}
