@@ -17,6 +17,8 @@ import yaml
 
 from .literals import LiteralError, required_literals
 
+CACHE_VERSION = 1  # bump when the cached document format changes
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~10x faster
 VERIFY_TIMEOUT_S = 0.5  # per regex call: a pathological pattern cannot hang a scan
 REGEX_FLAGS = regex.ASCII | regex.VERSION0  # ASCII \b and \w, as hyperscan and `rg (?-u)` see them
 
@@ -78,13 +80,21 @@ class Pattern:
     signature: str
     name: str
     source: str
-    compiled: regex.Pattern[str]
     literals: list[str]
     ignorecase: bool
     role: str
     sources: frozenset[str]
     min_count: int
     index: int = -1  # position in Library.patterns
+    _compiled: regex.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> regex.Pattern[str]:
+        # compiled on first use: most patterns never meet a candidate line, and compiling all
+        # of them would cost a third of a small paste's diagnosis
+        if self._compiled is None:
+            self._compiled = compile_regex(self.source, self.ignorecase)
+        return self._compiled
 
 
 @dataclass(slots=True)
@@ -155,16 +165,17 @@ def _condition(raw: dict[str, Any], default_weight: float) -> Condition:
     raise ValueError(f"condition names no kind: {raw}")
 
 
-def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature | None:
-    sig_id = doc["id"]
-    patterns: list[Pattern] = []
+def _check_patterns(doc: dict[str, Any], path: str, problems: list[Problem]) -> bool:
+    """Compile every regex and derive its literals once, at validation time (the result is cached)."""
+    ok = True
     for raw in doc["patterns"]:
         ignorecase = bool(raw.get("ignorecase", False))
         where = f"pattern {raw['name']!r}"
         try:
-            compiled = compile_regex(raw["regex"], ignorecase)
+            compile_regex(raw["regex"], ignorecase)
         except regex.error as exc:
             problems.append(Problem(path, f"{where}: regex does not compile: {exc}"))
+            ok = False
             continue
         if raw.get("literal"):
             literals = [raw["literal"].lower() if ignorecase else raw["literal"]]
@@ -173,18 +184,29 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
                 literals = required_literals(raw["regex"], ignorecase)
             except LiteralError as exc:
                 problems.append(Problem(path, f"{where}: {exc}"))
+                ok = False
                 continue
         for lit in literals:
             if not lit.isascii():
                 problems.append(Problem(path, f"{where}: literal {lit!r} is not ASCII"))
+                ok = False
+        raw["_literals"] = literals
+    return ok
+
+
+def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature | None:
+    sig_id = doc["id"]
+    patterns: list[Pattern] = []
+    for raw in doc["patterns"]:
+        if "_literals" not in raw:
+            continue
         patterns.append(
             Pattern(
                 signature=sig_id,
                 name=raw["name"],
                 source=raw["regex"],
-                compiled=compiled,
-                literals=literals,
-                ignorecase=ignorecase,
+                literals=raw["_literals"],
+                ignorecase=bool(raw.get("ignorecase", False)),
                 role=raw.get("role", "primary"),
                 sources=frozenset(raw.get("sources") or ["any"]),
                 min_count=int(raw.get("min_count", 1)),
@@ -247,34 +269,77 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
     )
 
 
+def _cache_key(base: Path, files: list[Path]) -> str:
+    import hashlib
+
+    h = hashlib.sha256(f"{CACHE_VERSION}\0{base}".encode())
+    for p in [*files, default_root() / "schema.json"]:
+        st = p.stat()
+        h.update(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
+    return h.hexdigest()[:24]
+
+
+def _validated_docs(base: Path, files: list[Path], problems: list[Problem]) -> list[tuple[str, Path, dict[str, Any]]]:
+    """Parse and schema-check every file; the result is cached on disk (keyed by file mtimes and
+    sizes), so a warm start skips YAML parsing and jsonschema entirely."""
+    import pickle
+
+    from .scanner import cache_dir
+
+    cache = cache_dir() / f"library-{_cache_key(base, files)}.pickle"
+    try:
+        docs, cached_problems = pickle.loads(cache.read_bytes())
+        problems.extend(cached_problems)
+        return [(rel, base / rel, doc) for rel, doc in docs]
+    except Exception:  # missing or unreadable cache: validate afresh
+        pass
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(_schema())
+    out: list[tuple[str, Path, dict[str, Any]]] = []
+    mine: list[Problem] = []
+    for path in files:
+        rel = str(path.relative_to(base))
+        try:
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            mine.append(Problem(rel, f"not valid YAML: {exc}"))
+            continue
+        if not isinstance(doc, dict):
+            mine.append(Problem(rel, "not a mapping"))
+            continue
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        for err in errors:
+            loc = "/".join(str(p) for p in err.absolute_path) or "(top)"
+            mine.append(Problem(rel, f"schema: {loc}: {err.message}"))
+        if not errors:
+            _check_patterns(doc, rel, mine)
+            out.append((rel, path, doc))
+    problems.extend(mine)
+    try:
+        import os
+        import tempfile
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".lib-")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(([(rel, doc) for rel, _p, doc in out], mine), fh)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return out
+
+
 def load_library(root: str | Path | None = None, strict: bool = False) -> Library:
     """Load every signature under `root` (default: the packaged library).
 
     Problems are collected, not raised; with strict=True a library with problems raises ValueError.
     """
-    import jsonschema
-
     base = Path(root) if root else default_root()
-    validator = jsonschema.Draft202012Validator(_schema())
+    files = sorted(p for p in base.rglob("*.yaml") if p.parent != base and not p.name.startswith("_"))
     problems: list[Problem] = []
     signatures: dict[str, Signature] = {}
-    files = sorted(p for p in base.rglob("*.yaml") if p.parent != base and not p.name.startswith("_"))
-    for path in files:
-        rel = str(path.relative_to(base))
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            problems.append(Problem(rel, f"not valid YAML: {exc}"))
-            continue
-        if not isinstance(doc, dict):
-            problems.append(Problem(rel, "not a mapping"))
-            continue
-        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
-        for err in errors:
-            loc = "/".join(str(p) for p in err.absolute_path) or "(top)"
-            problems.append(Problem(rel, f"schema: {loc}: {err.message}"))
-        if errors:
-            continue
+    for rel, path, doc in _validated_docs(base, files, problems):
         if doc["id"] != path.stem:
             problems.append(Problem(rel, f"id {doc['id']!r} differs from the file name {path.stem!r}"))
         if doc["family"] != path.parent.name:
