@@ -64,6 +64,27 @@ def _enrich_from_block(ev: Evidence) -> None:
         ev.context.local_rank = int(m.group("local"))
 
 
+_LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
+_PREFIX_ONLY = re.compile(r"^\s*(?:\[(?:rank|default)\d+\]:|\d+:)?\s*")
+
+
+def _read_last_error(ev: Evidence) -> None:
+    """NCCL wrappers name the real reason after "Last error:" (same line or the next one)."""
+    if "last_error" in ev.captures:
+        return
+    lines = [ev.text, *ev.after]
+    for i, line in enumerate(lines):
+        m = _LAST_ERROR.search(line)
+        if not m:
+            continue
+        rest = m.group("rest").strip()
+        if not rest and i + 1 < len(lines):
+            rest = _PREFIX_ONLY.sub("", lines[i + 1], count=1).strip()
+        if rest:
+            ev.captures["last_error"] = rest[:300]
+        return
+
+
 def _infer_time(ev: Evidence) -> None:
     """A line without a timestamp happened at (or just after) the last stamped line before it."""
     if ev.context.timestamp is not None:
@@ -317,6 +338,7 @@ def build_report(
         if g is None:
             g = groups_by_id[sig.id] = _Group(sig)
         _enrich_from_block(ev)
+        _read_last_error(ev)
         _infer_time(ev)
         if ev.context.host is None and ev.context.rank is not None:
             ev.context.host = rank_hosts.get(ev.context.rank)

@@ -139,3 +139,10 @@ def test_next_action_fills_host_placeholder(fixture_library) -> None:  # noqa: A
     assert d.causes[0].next_action.command == "scontrol update nodename=<host> state=drain reason=fixture"
     rep = _diag(fixture_library, [("a", "node4:1:1 [0] NCCL WARN FIXTURE BOOM code=1\n")])
     assert rep.diagnoses[0].summary == "Initiating failure with code 1 on node4."
+
+
+def test_wrapper_reads_the_last_error_that_follows(fixture_library) -> None:  # noqa: ANN001
+    rep = _diag(fixture_library, [("a", "[rank1]: FIXTURE WRAPPER\n[rank1]: Last error:\n[rank1]: Attribute busid of node nic not found\n")])
+    assert rep.diagnoses[0].evidence[0].captures["last_error"] == "Attribute busid of node nic not found"
+    rep = _diag(fixture_library, [("a", "FIXTURE WRAPPER. Last error: socket closed\n")])
+    assert rep.diagnoses[0].evidence[0].captures["last_error"] == "socket closed"
