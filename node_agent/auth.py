@@ -49,11 +49,12 @@ class ReplayCache:
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
         self._max = max_entries
+        self._pruned_at = 0.0
 
     def check_and_remember(self, signature: str, expires_at: float, now: float) -> bool:
         """True the first time a signature is seen; False for a replay."""
         with self._lock:
-            if len(self._seen) >= self._max or len(self._seen) % 1024 == 0:
+            if len(self._seen) >= self._max or now - self._pruned_at >= 1.0:
                 self._prune(now)
             if signature in self._seen:
                 return False
@@ -64,6 +65,7 @@ class ReplayCache:
             return True
 
     def _prune(self, now: float) -> None:
+        self._pruned_at = now
         for sig in [s for s, exp in self._seen.items() if exp < now]:
             del self._seen[sig]
 

@@ -53,11 +53,16 @@ def _gpu_list(name: str, value: Any) -> list[int | str] | None:
 def parse_request(obj: Any, known_probes: list[str]) -> ProbeRequest:
     if not isinstance(obj, dict):
         raise RequestError("body must be a JSON object")
-    allowed = {"probes", "gpus", "window", "job_id", "job_pids", "job_gpus", "deadline_s"}
+    # "nonce": any short string; lets a caller send the same request twice in one second without
+    # the second being refused as a replay (the signature covers the body).
+    allowed = {"probes", "gpus", "window", "job_id", "job_pids", "job_gpus", "deadline_s", "nonce"}
     unknown = sorted(set(obj) - allowed)
     if unknown:
         raise RequestError(f"unknown fields: {', '.join(unknown)}")
     req = ProbeRequest()
+    nonce = obj.get("nonce")
+    if nonce is not None and (not isinstance(nonce, str) or len(nonce) > 64):
+        raise RequestError("nonce must be a string of at most 64 characters")
     probes = obj.get("probes")
     if probes is not None:
         if not isinstance(probes, list) or not all(isinstance(p, str) for p in probes):

@@ -62,7 +62,8 @@ def _merge(base: Any, over: Any) -> Any:
     return copy.deepcopy(over)
 
 
-def load_scenario(name_or_path: str, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
+def _load_raw(name_or_path: str, chain: tuple[str, ...]) -> dict[str, Any]:
+    """The scenario merged over its `extends` chain; GPU defaults and overrides not applied yet."""
     path = find_scenario(name_or_path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -71,22 +72,34 @@ def load_scenario(name_or_path: str, _chain: tuple[str, ...] = ()) -> dict[str, 
     if not isinstance(data, dict):
         raise ScenarioError(f"scenario {path} must hold a JSON object")
     data.setdefault("name", path.stem)
+    data["_dir"] = str(path.parent)
+    overrides = [data.pop("gpu_overrides", {})]
     parent = data.pop("extends", None)
     if parent:
-        if parent in _chain:
+        if parent in chain:
             raise ScenarioError(f"scenario {path}: extends loop through {parent}")
-        base = load_scenario(parent, (*_chain, data["name"]))
+        base = _load_raw(parent, (*chain, data["name"]))
         base.pop("description", None)
+        overrides = base.pop("_overrides") + overrides
         data = _merge(base, data)
-    overrides = data.pop("gpu_overrides", {})
-    gpus = data.setdefault("nvml", {}).setdefault("gpus", [])
-    for key, patch in overrides.items():
-        targets = range(len(gpus)) if key == "*" else [int(key)]
-        for i in targets:
-            if not 0 <= i < len(gpus):
-                raise ScenarioError(f"scenario {path}: gpu_overrides names GPU {i}, which does not exist")
-            gpus[i] = _merge(gpus[i], patch)
-    data["_dir"] = str(path.parent)
+    data["_overrides"] = overrides
+    return data
+
+
+def load_scenario(name_or_path: str) -> dict[str, Any]:
+    """A scenario ready to run: extends resolved, gpu_defaults merged into every GPU, then gpu_overrides."""
+    data = _load_raw(name_or_path, ())
+    nvml = data.setdefault("nvml", {})
+    defaults = nvml.pop("gpu_defaults", {})
+    gpus = [_merge(defaults, g) for g in nvml.get("gpus", [])]
+    for patch in data.pop("_overrides"):
+        for key, change in patch.items():
+            targets = range(len(gpus)) if key == "*" else [int(key)]
+            for i in targets:
+                if not 0 <= i < len(gpus):
+                    raise ScenarioError(f"scenario {data['name']}: gpu_overrides names GPU {i}, which does not exist")
+                gpus[i] = _merge(gpus[i], change)
+    nvml["gpus"] = gpus
     return data
 
 

@@ -84,9 +84,9 @@ def run(ctx: ProbeContext) -> ProbeResult:
     if chosen is not None:
         seen = [s for s in seen if s.gpu is None or s.gpu in chosen]
     # Same Xid on the same GPU repeated: one finding with a count (first time kept: it is the initiating one).
-    merged: dict[tuple[int, int | None, str | None], Seen] = {}
+    merged: dict[tuple[int, int | None, str | None, str], Seen] = {}
     for s in seen:
-        key = (s.event.xid, s.gpu, s.event.pci)
+        key = (s.event.xid, s.gpu, s.event.pci, s.source)
         if key in merged:
             merged[key].count += 1
         else:
