@@ -1,0 +1,138 @@
+"""The EpilogSlurmctld hook on a real Slurm: final state, signed POST, spool, retry, exactly once.
+
+The receiver here has the bot's webhook contract (HMAC verified with node_agent.auth, 202 new /
+200 duplicate); test_bot_chain.py runs the same hook into the real bot.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import SlurmEnv
+from hook_receiver import HookReceiver
+
+pytestmark = pytest.mark.slurm
+
+FAIL_SCRIPT = """#!/bin/bash
+#SBATCH --job-name=hook-fail
+#SBATCH --output=%x-%j.out
+echo "training step 1"
+echo "[rank0]: RuntimeError: boom" >&2
+exit 3
+"""
+
+
+@pytest.fixture
+def receiver(slurm: SlurmEnv) -> Iterator[HookReceiver]:
+    slurm.configure_hook()
+    rcv = HookReceiver(secret=slurm.secret, port=slurm.port).start()
+    try:
+        yield rcv
+    finally:
+        rcv.stop()
+
+
+def wait_for(pred, timeout: float, what: str):  # noqa: ANN001, ANN201
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_failed_job_is_posted_once_signed_with_its_final_state(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    job = slurm.submit(FAIL_SCRIPT)
+    events = wait_for(lambda: receiver.accepted(job), 30, f"the hook POST for job {job}")
+    assert slurm.cluster.job_state(job) == "FAILED"
+    ev = events[0]
+    assert ev == {
+        "event_id": ev["event_id"],
+        "job_id": job,
+        "state": "FAILED",
+        "exit_code": "3:0",
+        "name": "hook-fail",
+        "user": "root",
+        "partition": "debug",
+        "cluster": "ci",
+        "nodes": "localhost",
+    }
+    # Stable per job end: cluster:job:end time as scontrol prints it.
+    end_time = slurm.cluster.scontrol("show", "job", job).split("EndTime=")[1].split()[0]
+    assert ev["event_id"] == f"ci:{job}:{end_time}"
+    time.sleep(1.5)  # anything duplicated would have arrived by now
+    assert len(receiver.for_job(job)) == 1
+    assert slurm.spooled() == []
+
+
+def test_successful_and_cancelled_jobs_are_not_posted(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    ok = slurm.submit("#!/bin/bash\necho fine\n", "-J", "hook-ok", "-o", "%x-%j.out")
+    running = slurm.submit("#!/bin/bash\nsleep 300\n", "-J", "hook-cx", "-o", "%x-%j.out")
+    assert slurm.cluster.wait_state(running, {"RUNNING"}, 20) == "RUNNING"
+    subprocess.run(["/usr/bin/scancel", running], env=slurm.cluster.env, check=True)
+    slurm.wait_log(ok, "ended COMPLETED")
+    slurm.wait_log(running, "ended CANCELLED")
+    assert receiver.for_job(ok) == [] and receiver.for_job(running) == []
+
+
+def test_cancelled_jobs_are_posted_when_configured(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    slurm.configure_hook(states="FAILED,CANCELLED")
+    job = slurm.submit("#!/bin/bash\nsleep 300\n", "-J", "hook-cx2", "-o", "%x-%j.out")
+    assert slurm.cluster.wait_state(job, {"RUNNING"}, 20) == "RUNNING"
+    subprocess.run(["/usr/bin/scancel", job], env=slurm.cluster.env, check=True)
+    ev = wait_for(lambda: receiver.accepted(job), 30, "the CANCELLED event")[0]
+    assert ev["state"] == "CANCELLED" and ev["exit_code"] == "0:15"
+
+
+def test_bot_down_event_is_spooled_then_delivered_once(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    receiver.stop()
+    job = slurm.submit(FAIL_SCRIPT)
+    slurm.wait_log(job, "not delivered")
+    files = wait_for(slurm.spooled, 5, "a spool file")
+    assert len(files) == 1
+    spooled = json.loads(files[0].read_text())
+    assert spooled["job_id"] == job and spooled["state"] == "FAILED"
+    time.sleep(1.0)  # a few failed retries while the receiver is down
+    receiver.start()
+    wait_for(lambda: receiver.accepted(job), 15, "the spooled event after the receiver came back")
+    wait_for(lambda: not slurm.spooled(), 5, "an empty spool")
+    time.sleep(2)
+    assert [r.status for r in receiver.for_job(job)] == [202]
+    assert receiver.accepted(job)[0]["event_id"] == spooled["event_id"]
+
+
+def test_lost_response_is_retried_with_the_same_event_id(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    # The bot got the event but its answer was lost: the retry must carry the same event_id, so
+    # the bot answers "duplicate" (200) instead of opening a second incident.
+    receiver.drop_next = 1
+    job = slurm.submit(FAIL_SCRIPT)
+    wait_for(lambda: [r for r in receiver.for_job(job) if r.status == 200], 20, "the retried POST")
+    wait_for(lambda: not slurm.spooled(), 5, "an empty spool")
+    got = receiver.for_job(job)
+    assert [r.status for r in got] == [202, 200]
+    assert got[0].body == got[1].body
+    assert len(receiver.accepted(job)) == 1
+
+
+def test_wrong_secret_keeps_the_event_spooled(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    bad = slurm.hook_dir / "wrong.secret"
+    bad.write_text("not-the-secret\n")
+    bad.chmod(0o400)
+    slurm.configure_hook(secret_file=str(bad), retry_for_s="2")
+    job = slurm.submit(FAIL_SCRIPT)
+    slurm.wait_log(job, "HTTP 401")
+    assert receiver.accepted(job) == []
+    assert len(slurm.spooled()) == 1
+    # Fixed secret: the next flush (the timer's job) delivers it.
+    slurm.configure_hook()
+    wait_for(lambda: "giving up" in slurm.notify_log.read_text(), 10, "the retrier to give up")
+    r = subprocess.run(["/usr/bin/python3", str(slurm.hook_dir / "triage_notify.py"), "--config",
+                        str(slurm.hook_dir / "notify.conf"), "flush"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 event(s) still spooled" in r.stdout
+    assert len(receiver.accepted(job)) == 1
