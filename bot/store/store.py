@@ -1,0 +1,262 @@
+"""The incident store: incidents, evidence, versioned diagnoses, probe runs, feedback, seen events.
+
+One SQLite connection shared by the worker threads behind a lock: writes are a few rows per
+incident, so a lock is simpler than a connection per thread and still far from the bottleneck.
+Callers hand in text that is already redacted; `add_evidence` redacts again anyway (cheap insurance).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlite_utils import Database
+
+from bot.redact import redact, redact_deep
+
+from .db import open_db
+from .models import DiagnosisRecord, EvidenceRecord, Feedback, Incident, NewEvidence
+
+_INCIDENT_JSON = {"job": "job_json", "hosts": "hosts"}
+
+
+class Store:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, path: str, clock: Callable[[], float] = time.time) -> Store:
+        return cls(open_db(path), clock)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Database]:
+        with self._lock, self.db.atomic():
+            yield self.db
+
+    def query(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.db.query(sql, params))
+
+    # -- processed events -------------------------------------------------------------------
+
+    def claim_event(self, key: str) -> bool:
+        """True the first time `key` is seen (process it); False for a duplicate delivery."""
+        with self._tx() as db:
+            cur = db.execute("INSERT OR IGNORE INTO processed_events (key, created_at) VALUES (?, ?)",
+                             [key, self.clock()])
+            return cur.rowcount == 1
+
+    # -- incidents ----------------------------------------------------------------------------
+
+    def create_incident(self, *, origin: str, channel: str | None, thread_ts: str | None,
+                        **fields: Any) -> tuple[Incident, bool]:
+        """Create the incident for a thread, or return the one that already lives there.
+
+        Returns (incident, created). Thread and webhook event id are unique, so two workers racing
+        on the same thread (a paste and its @mention) end up with one incident.
+        """
+        now = self.clock()
+        row = {"origin": origin, "channel": channel, "thread_ts": thread_ts, "created_at": now,
+               "updated_at": now, "state": fields.pop("state", "diagnosing"), "version": 0}
+        row.update(self._encode(fields))
+        with self._tx() as db:
+            try:
+                pk = db["incidents"].insert(row).last_pk
+            except sqlite3.IntegrityError:
+                existing = None
+                if row.get("hook_event_id"):
+                    existing = self._find(db, "hook_event_id = ?", [row["hook_event_id"]])
+                if existing is None and channel and thread_ts:
+                    existing = self._find(db, "channel = ? AND thread_ts = ?", [channel, thread_ts])
+                if existing is None:
+                    raise
+                return existing, False
+            return self._decode(db["incidents"].get(pk)), True
+
+    def get_incident(self, incident_id: int) -> Incident | None:
+        with self._lock:
+            return self._find(self.db, "id = ?", [incident_id])
+
+    def find_incident(self, channel: str, thread_ts: str) -> Incident | None:
+        with self._lock:
+            return self._find(self.db, "channel = ? AND thread_ts = ?", [channel, thread_ts])
+
+    def find_hook_incident(self, event_id: str) -> Incident | None:
+        with self._lock:
+            return self._find(self.db, "hook_event_id = ?", [event_id])
+
+    def update_incident(self, incident_id: int, **fields: Any) -> None:
+        fields = self._encode(fields)
+        fields["updated_at"] = self.clock()
+        with self._tx() as db:
+            db["incidents"].update(incident_id, fields)
+
+    def delete_incident(self, incident_id: int) -> None:
+        with self._tx() as db:
+            for table in ("evidence", "diagnoses", "probe_runs", "feedback", "incident_hosts"):
+                db.execute(f"DELETE FROM {table} WHERE incident_id = ?", [incident_id])
+            db.execute("DELETE FROM incidents WHERE id = ?", [incident_id])
+
+    @staticmethod
+    def _find(db: Database, where: str, params: list[Any]) -> Incident | None:
+        rows = list(db["incidents"].rows_where(where, params, limit=1))
+        return Store._decode(rows[0]) if rows else None
+
+    @staticmethod
+    def _encode(fields: dict[str, Any]) -> dict[str, Any]:
+        out = dict(fields)
+        if "job" in out:
+            out["job_json"] = json.dumps(redact_deep(out.pop("job")), default=str) if fields["job"] else None
+        if "hosts" in out:
+            out["hosts"] = json.dumps(sorted(set(out["hosts"] or [])))
+        return out
+
+    @staticmethod
+    def _decode(row: dict[str, Any]) -> Incident:
+        row = dict(row)
+        raw_job = row.pop("job_json", None)
+        job = json.loads(raw_job) if raw_job else None
+        hosts = json.loads(row["hosts"]) if row.get("hosts") else []
+        row["hosts"] = hosts
+        return Incident(job=job, **row)
+
+    # -- evidence -------------------------------------------------------------------------------
+
+    def add_evidence(self, incident_id: int, item: NewEvidence) -> int:
+        content = zlib.compress(redact(item.text).encode("utf-8"), 6) if item.text is not None else None
+        row = {
+            "incident_id": incident_id,
+            "created_at": self.clock(),
+            "kind": item.kind,
+            "name": redact(item.name),
+            "author": item.author,
+            "ref": json.dumps(redact_deep(item.ref)),
+            "size": item.size,
+            "sha256": item.sha256,
+            "redactions": item.redactions,
+            "content": content,
+            "excerpt": redact(item.excerpt) if item.excerpt is not None else None,
+        }
+        with self._tx() as db:
+            return int(db["evidence"].insert(row).last_pk)
+
+    def has_evidence(self, incident_id: int, sha256: str) -> bool:
+        with self._lock:
+            return bool(self.db["evidence"].count_where("incident_id = ? AND sha256 = ?", [incident_id, sha256]))
+
+    def list_evidence(self, incident_id: int) -> list[EvidenceRecord]:
+        with self._lock:
+            rows = list(self.db["evidence"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+        out = []
+        for r in rows:
+            text = zlib.decompress(r["content"]).decode("utf-8") if r["content"] is not None else None
+            out.append(EvidenceRecord(
+                id=r["id"], incident_id=r["incident_id"], created_at=r["created_at"], kind=r["kind"],
+                name=r["name"], size=r["size"], sha256=r["sha256"], redactions=r["redactions"], text=text,
+                excerpt=r["excerpt"], author=r["author"], ref=json.loads(r["ref"] or "{}"),
+            ))
+        return out
+
+    # -- diagnoses --------------------------------------------------------------------------------
+
+    def add_diagnosis(self, incident_id: int, *, trigger: str, signature: str | None, confidence: float | None,
+                      report: dict[str, Any], answer: dict[str, Any], changes: list[str],
+                      hosts: list[str] | None = None, state: str = "open", version: int | None = None) -> int:
+        """Store a diagnosis version (the next one unless given; versions are unique per incident).
+
+        The incident's current signature/confidence/version/hosts follow it. Returns the version.
+        """
+        now = self.clock()
+        with self._tx() as db:
+            if version is None:
+                cur = db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM diagnoses WHERE incident_id = ?",
+                                 [incident_id])
+                version = int(cur.fetchone()[0])
+            db["diagnoses"].insert({
+                "incident_id": incident_id, "version": version, "created_at": now, "trigger": trigger,
+                "signature": signature, "confidence": confidence,
+                "report_json": json.dumps(redact_deep(report), default=str),
+                "answer_json": json.dumps(redact_deep(answer), default=str),
+                "changes": json.dumps(redact_deep(changes)),
+            })
+            update: dict[str, Any] = {"version": version, "signature": signature, "confidence": confidence,
+                                      "state": state, "updated_at": now}
+            if hosts is not None:
+                update["hosts"] = json.dumps(sorted(set(hosts)))
+                db.execute("DELETE FROM incident_hosts WHERE incident_id = ?", [incident_id])
+                created = db["incidents"].get(incident_id)["created_at"]
+                for host in sorted(set(hosts)):
+                    db["incident_hosts"].insert({"incident_id": incident_id, "host": host,
+                                                 "signature": signature, "created_at": created})
+            db["incidents"].update(incident_id, update)
+            return version
+
+    def get_diagnosis(self, incident_id: int, version: int | None = None) -> DiagnosisRecord | None:
+        with self._lock:
+            if version is None:
+                rows = list(self.db["diagnoses"].rows_where("incident_id = ?", [incident_id],
+                                                            order_by="version desc", limit=1))
+            else:
+                rows = list(self.db["diagnoses"].rows_where("incident_id = ? AND version = ?",
+                                                            [incident_id, version], limit=1))
+        if not rows:
+            return None
+        r = rows[0]
+        return DiagnosisRecord(
+            incident_id=incident_id, version=r["version"], created_at=r["created_at"], trigger=r["trigger"],
+            signature=r["signature"], confidence=r["confidence"], report=json.loads(r["report_json"]),
+            answer=json.loads(r["answer_json"]), changes=json.loads(r["changes"] or "[]"),
+        )
+
+    def update_answer(self, incident_id: int, version: int, answer: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE diagnoses SET answer_json = ? WHERE incident_id = ? AND version = ?",
+                       [json.dumps(redact_deep(answer), default=str), incident_id, version])
+
+    # -- probes and feedback ------------------------------------------------------------------------
+
+    def add_probe_run(self, incident_id: int, hosts: list[str], duration_s: float,
+                      results: dict[str, Any], error: str | None = None) -> int:
+        with self._tx() as db:
+            return int(db["probe_runs"].insert({
+                "incident_id": incident_id, "created_at": self.clock(), "hosts": json.dumps(hosts),
+                "duration_s": round(duration_s, 3), "results_json": json.dumps(redact_deep(results), default=str),
+                "error": redact(error) if error else None,
+            }).last_pk)
+
+    def list_probe_runs(self, incident_id: int) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = list(self.db["probe_runs"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+        for r in rows:
+            r["hosts"] = json.loads(r["hosts"])
+            r["results"] = json.loads(r.pop("results_json"))
+        return rows
+
+    def add_feedback(self, fb: Feedback) -> int:
+        with self._tx() as db:
+            return int(db["feedback"].insert({
+                "incident_id": fb.incident_id, "version": fb.version, "created_at": self.clock(),
+                "user": fb.user, "signature": fb.signature, "verdict": fb.verdict,
+                "correct_signature": fb.correct_signature,
+                "correct_text": redact(fb.correct_text) if fb.correct_text else None,
+                "note": redact(fb.note) if fb.note else None,
+            }).last_pk)
+
+    def list_feedback(self, incident_id: int) -> list[Feedback]:
+        with self._lock:
+            rows = list(self.db["feedback"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+        return [Feedback(incident_id=r["incident_id"], version=r["version"], user=r["user"],
+                         signature=r["signature"], verdict=r["verdict"], correct_signature=r["correct_signature"],
+                         correct_text=r["correct_text"], note=r["note"], created_at=r["created_at"]) for r in rows]
