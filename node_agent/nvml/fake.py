@@ -288,6 +288,11 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
     fields = {int(k): v for k, v in gpu.get("fields", {}).items()}
     if "recovery_action" in gpu:
         fields.setdefault(pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, gpu["recovery_action"])
+    nvlink = gpu.get("nvlink", {})
+    if nvlink.get("links"):  # all-links totals, derived from the per-link counters
+        fields.setdefault(pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT, int(nvlink["links"]))
+        for fid, name in ((38, "crc_flit"), (45, "crc_data"), (52, "replay"), (59, "recovery"), (160, "ecc_data")):
+            fields.setdefault(fid, sum(int(c.get(name, 0)) for c in nvlink.get("errors", {}).values()))
     values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
     for i, fid in enumerate(fieldIds):
         fid = fid[0] if isinstance(fid, tuple | list) else fid

@@ -11,6 +11,10 @@ from node_agent.probes.base import Probe, ProbeContext
 from node_agent.probes.common import GpuCalls, devices_or_failure, result
 
 COUNTERS = {0: "replay", 1: "recovery", 2: "crc_flit", 3: "crc_data", 4: "ecc_data"}
+FIELD_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
+# NVML_FI_DEV_NVLINK_*_TOTAL: all-links totals of the DL counters
+TOTAL_FIELDS = {FIELD_LINK_COUNT: "links", 38: "crc_flit", 45: "crc_data", 52: "replay", 59: "recovery",
+                160: "ecc_data"}
 CRC_THRESHOLD = 100
 
 
@@ -21,16 +25,29 @@ def run(ctx: ProbeContext) -> ProbeResult:
         return table
     calls = GpuCalls(ctx)
     gpus = calls.note_device_errors(table, ctx.selected_gpus(table))
-    # The link count differs per product (A100 12, H100 18) and the bindings' maximum changed (18 -> 36):
-    # ask every link up to the maximum and read NOT_SUPPORTED as "no such link".
+    # One field-values call per GPU gives the link count and all-links error totals; per-link counters
+    # are read only where a total is non-zero (or totals are unsupported, as on Blackwell).
+    totals_raw = calls.per_gpu(gpus, "nvmlDeviceGetFieldValues", list(TOTAL_FIELDS))
+    totals: dict[int, dict[str, int]] = {}
+    link_count: dict[int, int] = {}
+    for g, values in totals_raw.items():
+        got = {v["fieldId"]: int(v["value"]) for v in values if v.get("nvmlReturn") == 0}
+        if FIELD_LINK_COUNT in got:
+            link_count[g] = got[FIELD_LINK_COUNT]
+        if all(f in got for f in TOTAL_FIELDS if f != FIELD_LINK_COUNT):
+            totals[g] = {name: got[f] for f, name in TOTAL_FIELDS.items() if f != FIELD_LINK_COUNT}
+    # Without the count field: ask every link up to the bindings' maximum (18 before 13.610, 36 after) and
+    # read NOT_SUPPORTED as "no such link".
     max_links = int(table.info.get("nvlink_max_links") or 18)
-    state_calls = [Call("nvmlDeviceGetNvLinkState", g, (link,)) for g in gpus for link in range(max_links)]
+    state_calls = [Call("nvmlDeviceGetNvLinkState", g, (link,)) for g in gpus
+                   for link in range(link_count.get(g, max_links))]
     states: dict[int, dict[int, int]] = {g: {} for g in gpus}
     for c, o in zip(state_calls, calls.run(state_calls), strict=True):
         if o.ok:
             states[c.gpu][c.args[0]] = int(o.value)  # type: ignore[index]
     links = {g: sorted(s) for g, s in states.items()}
-    err_calls = [Call("nvmlDeviceGetNvLinkErrorCounter", g, (link, k)) for g in gpus for link in links[g]
+    suspect = [g for g in gpus if g not in totals or any(totals[g].values())]
+    err_calls = [Call("nvmlDeviceGetNvLinkErrorCounter", g, (link, k)) for g in suspect for link in links[g]
                  for k in COUNTERS]
     errors: dict[int, dict[int, dict[str, int]]] = {g: {} for g in gpus}
     for c, o in zip(err_calls, calls.run(err_calls), strict=True):
@@ -40,7 +57,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     per_gpu: list[dict[str, Any]] = []
     for g in gpus:
         down = [link for link, up in states[g].items() if not up]
-        per_gpu.append({"gpu": g, "links": len(links[g]), "down": down,
+        per_gpu.append({"gpu": g, "links": len(links[g]), "down": down, "totals": totals.get(g),
                         "errors": {str(k): v for k, v in errors[g].items()}})
         if not links[g]:
             continue  # a PCIe part without NVLink

@@ -114,3 +114,11 @@ def test_finding_codes_are_a_closed_set():
     assert len(FINDING_CODES) == len(set(FINDING_CODES))
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("foreign-proccess", "typo")
+
+
+def test_every_finding_code_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "node-agent.md").read_text()
+    missing = [c for c in FINDING_CODES if f"| `{c}` |" not in doc]
+    assert not missing, f"codes missing from docs/node-agent.md: {missing}"
