@@ -72,8 +72,9 @@ class HostEnv:
         out = self.run(["systemctl", "is-active", unit])
         if out is None:
             return None, f"systemctl is-active {unit} did not answer in {self.command_timeout_s:g} s"
-        state = out[1].strip().splitlines()[0] if out[1].strip() else "unknown"
-        return state, f"systemctl is-active {unit}"
+        if not out[1].strip():  # e.g. "System has not been booted with systemd" (stderr only): cannot tell
+            return None, f"systemctl is-active {unit} gave no answer (systemd not running here?)"
+        return out[1].strip().splitlines()[0], f"systemctl is-active {unit}"
 
     def run(self, argv: list[str]) -> tuple[int, str] | None:
         """Run a read-only command with a timeout; None if it is missing or hangs."""

@@ -81,7 +81,9 @@ class ProbeContext:
     deadline: float  # time.monotonic() by which the whole answer must be ready
     agent_started: float = field(default_factory=time.time)
     now: float = field(default_factory=time.time)
+    # Separate locks: a device table stuck behind a hung NVML call must not hold up the kernel log.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _klog_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _devices: DeviceTable | Exception | None = field(default=None, repr=False)
     _klog: KernelLog | None = field(default=None, repr=False)
 
@@ -128,7 +130,7 @@ class ProbeContext:
         return list(range(len(table.devices))) if chosen is None else chosen
 
     def kernel_log(self) -> KernelLog:
-        with self._lock:
+        with self._klog_lock:
             if self._klog is None:
                 start, end = self.window()
                 self._klog = read_kernel_log(self.env, start, end)

@@ -175,3 +175,19 @@ def test_xid_45_follows_the_earlier_xid(tmp_path):
     assert f45["caused_by"] == 149 and f45["process"] == "python3" and f45["pid"] == 5521
     assert f45["severity"] == "warning"
     assert next(f for f in res["findings"] if f["xid"] == 149)["severity"] == "critical"  # "Fatal"
+
+
+def test_hang_in_gpu_identity_does_not_hold_up_host_file_probes(tmp_path):
+    path = tmp_path / "hang-uuid.json"
+    path.write_text(json.dumps(custom(gpu_overrides={"2": {"hang": ["nvmlDeviceGetUUID"]}})))
+    agent = Agent(AgentConfig(simulate=str(path)))
+    try:
+        answer = agent.probe(ProbeRequest(probes=["inventory", "host", "infiniband"], deadline_s=3))
+    finally:
+        agent.close()
+    res = {r["probe"]: r for r in answer["results"]}
+    (hang,) = [f for f in res["inventory"]["findings"] if f["code"] == "nvml-hang"]
+    assert (hang["gpu"], hang["call"]) == (2, "nvmlDeviceGetUUID")
+    assert res["inventory"]["evidence"]["count"] == 8  # the other GPUs were still read
+    assert res["host"]["health"] == "ok" and res["host"]["duration_ms"] < 1000
+    assert res["infiniband"]["health"] == "ok" and answer["duration_ms"] < 3000
