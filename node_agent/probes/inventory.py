@@ -78,6 +78,10 @@ def run(ctx: ProbeContext) -> ProbeResult:
             for d in table.devices if d.index in gpus or d.error is not None
         ],
     }
+    quarantined = ctx.nvml.hangs()
+    if quarantined:  # GPUs whose calls are being skipped after a hang: say since when and why
+        evidence["nvml_quarantine"] = [{"gpu": h.gpu, "call": h.fn, "since": round(h.at, 3)} for h in quarantined]
+        evidence["stuck_nvml_workers"] = ctx.nvml.stuck_workers()
     _, unknown = table.resolve(ctx.request.gpus)
     if unknown:
         evidence["unknown_gpus"] = unknown

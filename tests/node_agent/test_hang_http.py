@@ -44,6 +44,8 @@ def test_hung_call_is_a_failed_nvml_hang_finding_within_the_deadline(agents):
     assert time.monotonic() - t1 < 1.5
     (hang2,) = [f for f in again["findings"] if f["code"] == "nvml-hang"]
     assert hang2["gpu"] == 3 and hang2["retried"] is False and "quarantined" in hang2["detail"]
+    inv = result(probe(agent, probes=["inventory"]), "inventory")
+    assert inv["evidence"]["nvml_quarantine"][0]["gpu"] == 3
     # The stuck worker was killed and replaced: one live NVML worker, not a pile of them.
     assert len(_live_children(agent.pid)) == 1
     assert "nvmlDeviceGetMemoryInfo on GPU 3 did not return" in agent.log()
