@@ -1,9 +1,10 @@
 """Strict Slurm job-id validation: what a user types in Slack -> a canonical id, or a refusal.
 
 Accepted: "1234", "job-1234", "job 1234", "job_1234", "#1234", "JobId=1234", array tasks
-"1234_7", het job components "1234+1". Everything else is refused before it goes anywhere near
-a subprocess (and the ids never reach a shell anyway: argv lists only). The refusal never echoes
-the input back: it may be 10 KB, or Slack markup such as <!channel>.
+"1234_7", het job components "1234+1", and step ids ("1234.0", "1234_7.batch") for their job.
+Everything else is refused before it goes anywhere near a subprocess (and the ids never reach
+a shell anyway: argv lists only). The refusal never echoes the input back: it may be 10 KB, or
+Slack markup such as <!channel>.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ MAX_HET_OFFSET = 127  # at most 128 het job components
 # [0-9], not \d: \d also matches Arabic-Indic and other Unicode digits.
 _ID = re.compile(
     r"(?:(?:job|jobid)\s*[-_:=#\s]?\s*|\#)?"
-    r"(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,7})|\+(?P<het>[0-9]{1,3}))?",
+    r"(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,7})|\+(?P<het>[0-9]{1,3}))?"
+    # A step id as sacct prints it (1234.0, 1234.batch) names its job: diagnosis is per job.
+    r"(?:\.(?:[0-9]{1,5}|batch|extern|interactive))?",
     re.ASCII | re.IGNORECASE,
 )
 

@@ -168,6 +168,12 @@ def display_id(fields, job_id):
     return job_id
 
 
+def display_field(value):
+    """Job names are free text; the bot accepts a bounded printable set in display fields (it looks
+    the job up by id anyway), so anything else becomes '_' rather than getting the event refused."""
+    return re.sub(r"[^\w.:@+\-\[\], /#=]", "_", value or "")[:200]
+
+
 def build_event(cfg, job_id, fields):
     env = os.environ
     cluster = cfg.cluster or env.get("SLURM_CLUSTER_NAME", "") or "slurm"
@@ -182,9 +188,9 @@ def build_event(cfg, job_id, fields):
         "state": fields.get("JobState", "UNKNOWN"),
         "exit_code": fields.get("ExitCode", ""),
         # The epilog's environment comes from slurmctld's own structures: preferred over text.
-        "name": env.get("SLURM_JOB_NAME") or fields.get("JobName", ""),
-        "user": user,
-        "partition": env.get("SLURM_JOB_PARTITION") or fields.get("Partition", ""),
+        "name": display_field(env.get("SLURM_JOB_NAME") or fields.get("JobName", "")),
+        "user": display_field(user),
+        "partition": display_field(env.get("SLURM_JOB_PARTITION") or fields.get("Partition", "")),
         "cluster": cluster,
         "nodes": env.get("SLURM_JOB_NODELIST") or fields.get("NodeList", ""),
     }

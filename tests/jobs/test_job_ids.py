@@ -37,6 +37,8 @@ def source() -> tuple[SlurmJobSource, RecordingRunner]:
     ("1234+1", "1234+1"),
     ("001234", "1234"),
     ("4294967293", "4294967293"),
+    ("1234.0", "1234"),  # a step, as sacct lists it: its job
+    ("1234_7.batch", "1234_7"),
 ])
 def test_accepted_spellings(source, text: str, canonical: str) -> None:  # noqa: ANN001
     src, _ = source
@@ -61,6 +63,9 @@ def test_accepted_spellings(source, text: str, canonical: str) -> None:  # noqa:
     "1234_4000001",
     "1234+128",
     "1234,1235",
+    "1234.",
+    "1234.0.1",
+    "1234.extern;id",
     "--help",
     "1234\n5678",
     "١٢٣٤",  # Arabic-Indic digits: \d would take them, Slurm would not

@@ -136,3 +136,9 @@ def test_wrong_secret_keeps_the_event_spooled(slurm: SlurmEnv, receiver: HookRec
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 event(s) still spooled" in r.stdout
     assert len(receiver.accepted(job)) == 1
+
+
+def test_free_text_job_name_does_not_get_the_event_refused(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    job = slurm.submit(FAIL_SCRIPT, "-J", "train (v2) 'lr=3e-4' ü")
+    ev = wait_for(lambda: receiver.accepted(job), 30, "the hook POST")[0]
+    assert ev["name"] == "train _v2_ _lr=3e-4_ ü"
