@@ -7,6 +7,8 @@ from pathlib import Path
 
 from bot.engine.model import Report
 
+DEFAULT_TEMPLATE = "http://{host}:9477"
+
 
 def read_secret(path: str) -> bytes:
     try:
@@ -26,5 +28,6 @@ def probe_and_fuse(report: Report, args: argparse.Namespace) -> Report:
     from bot.probes.client import AgentDirectory
     from bot.probing import probe_and_fuse as fuse_with_agents
 
-    directory = AgentDirectory.from_files(args.agent_url, args.agent_map)
+    # with only a map, hosts missing from it fall back to the agents' default port
+    directory = AgentDirectory.from_files(args.agent_url or DEFAULT_TEMPLATE, args.agent_map)
     return fuse_with_agents(report, directory, read_secret(args.agent_secret_file), deadline_s=args.probe_deadline)

@@ -13,7 +13,9 @@ from typing import Any
 from .diagnose import build_report
 from .model import Report
 
-DEFAULT_PROBES = ("xid", "ecc", "processes")  # asked when a signature names none
+# Asked of every implicated host besides what the signatures name: a probe round costs ~0.1-0.3 s
+# and a host's other faults (IB ports down, Xids, a full /dev/shm) are worth a line in the answer.
+BASELINE_PROBES = ("inventory", "xid", "ecc", "processes", "infiniband", "host")
 
 
 @dataclass
@@ -54,8 +56,7 @@ def plan_probes(report: Report, extra_hosts: list[str] | None = None, max_diagno
     for host in extra_hosts or []:
         plan(host)
     for hp in plans.values():
-        if not hp.probes:
-            hp.probes = list(DEFAULT_PROBES)
+        hp.probes = sorted(set(hp.probes) | set(BASELINE_PROBES))
     basis = report.basis
     if basis is not None:
         facts = basis.facts

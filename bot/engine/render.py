@@ -61,12 +61,18 @@ def render_text(report: Report, verbose: bool = False) -> str:
     if top.causes:
         out.append("")
         out.append("Likely causes:")
-        for c in top.causes[:3]:
+        shown = [c for c in top.causes if not (c.evidence_against and not c.evidence_for)][:3]
+        for c in shown:
             out.append(f"  - {c.summary}")
             for why in c.evidence_for[:3]:
                 out.append(f"      + {why}")
             for why in c.evidence_against[:3]:
                 out.append(f"      - {why}")
+        ruled_out = [c for c in top.causes if c.evidence_against and not c.evidence_for]
+        if ruled_out:
+            out.append("Checked and ruled out:")
+            for c in ruled_out:
+                out.append(f"  - {c.summary}: {'; '.join(c.evidence_against[:3])}")
     if report.next_action:
         out.append("")
         out.append(f"Next action: {report.next_action.text}")
