@@ -1,0 +1,111 @@
+"""`/diagnose <text | job id | hosts ...>`: the answer is a channel message plus its thread."""
+
+from __future__ import annotations
+
+import re
+
+from bot.jobs import JobSourceError
+from bot.redact import redact
+
+from .answer import Headline, esc, probe_host_lines
+from .chat import slack_text_to_log
+from .evidence import prepare
+from .hostlist import HostListError, expand_hostlist
+from .inputs import SlashIn, Where
+from .jobs import JobEvent, JobFlows
+from .workflow import Workflow, headline_for
+
+HELP = (
+    "*/diagnose* finds why a GPU job failed.\n"
+    "• `/diagnose <pasted log lines>`: diagnose the text\n"
+    "• `/diagnose 1234` (or `job 1234`): look the job up in the scheduler and diagnose its logs\n"
+    "• `/diagnose hosts gpu[01-04]`: ask the node agents on those hosts\n"
+    "Or paste a log / attach a .log or .gz file in a channel I am in, and mention me in a failing job's thread."
+)
+
+_JOB = re.compile(r"^(?:job[-_#]?)?\d+(?:[_+.]\d+)?$", re.I)
+_HOST_WORDS = ("hosts", "host", "nodes", "node")
+
+
+class SlashFlows:
+    def __init__(self, wf: Workflow, jobs: JobFlows) -> None:
+        self.wf = wf
+        self.jobs = jobs
+
+    def on_slash(self, cmd: SlashIn, where: Where | None = None) -> None:
+        text = cmd.text.strip()
+        words = text.split()
+        if not words or words[0].lower() in ("help", "-h", "--help"):
+            self._reply(cmd, HELP)
+            return
+        if words[0].lower() in _HOST_WORDS:
+            self.hosts(cmd, " ".join(words[1:]))
+        elif len(words) == 1 and _JOB.match(words[0]) or (len(words) == 2 and words[0].lower() == "job"):
+            self.job(cmd, words[-1], where)
+        else:
+            self.text(cmd, where)
+
+    def _reply(self, cmd: SlashIn, text: str) -> None:
+        """Only the person who typed the command sees it."""
+        if cmd.response_url:
+            self.wf.chat.respond(cmd.response_url, text)
+        else:
+            self.wf.chat.post_ephemeral(cmd.channel, cmd.user, text)
+
+    def text(self, cmd: SlashIn, where: Where | None) -> None:
+        log_text = slack_text_to_log(cmd.text)
+        piece = prepare("slash", "pasted text", log_text.encode("utf-8"), author=cmd.user)
+        report, notes = self.wf.engine([piece])
+        if not report.diagnoses:
+            self._reply(cmd, "I found no known failure signature in the text you gave. Paste more of the log (the "
+                             "lines before the traceback matter), or attach the file in the channel and mention me.")
+            return
+        subj = "Log pasted with /diagnose"
+        channel, ts = self.wf.chat.post_headline(cmd.channel, Headline(subj, "Diagnosing…", requester=cmd.user))
+        if where is not None:
+            where.channel, where.thread_ts = channel, ts
+        incident, _ = self.wf.store.create_incident(origin="slash", channel=channel, thread_ts=ts, headline_ts=ts,
+                                                    requester=cmd.user, team=cmd.team, subject=subj)
+        with self.wf.locks.hold(f"{channel}:{ts}"):
+            report, more, run = self.wf.probe(report)
+            answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more, new_pieces=[piece],
+                                       probe_run=run)
+            summary = self.wf.chat.post_answer(channel, ts, answer)
+            self.wf.store.update_incident(incident.id, summary_ts=summary)
+            self.wf.chat.update_headline(channel, ts, headline_for(answer, subj, cmd.user))
+
+    def job(self, cmd: SlashIn, token: str, where: Where | None) -> None:
+        try:
+            job_id = self.wf.job_source.parse_job_id(token)
+        except JobSourceError as exc:
+            self._reply(cmd, str(exc))
+            return
+        incident, _ = self.wf.store.create_incident(origin="slash", channel=cmd.channel, thread_ts=None,
+                                                    job_id=job_id, requester=cmd.user, team=cmd.team)
+        self.jobs.run(incident, JobEvent(job_id=job_id, requester=cmd.user), where)
+
+    def hosts(self, cmd: SlashIn, spec: str) -> None:
+        if not self.wf.prober.enabled:
+            self._reply(cmd, f"I cannot probe hosts: {self.wf.prober.problem}.")
+            return
+        try:
+            hosts = expand_hostlist(spec.replace(" ", ","))
+        except HostListError as exc:
+            self._reply(cmd, f"That host list does not parse: {exc}")
+            return
+        if not hosts:
+            self._reply(cmd, "Name the hosts: `/diagnose hosts gpu[01-04]` or `/diagnose hosts gpu01 gpu02`.")
+            return
+        if len(hosts) > 64:
+            self._reply(cmd, f"{len(hosts)} hosts is too many for one check; name at most 64.")
+            return
+        results = self.wf.prober.probe(hosts)
+        lines = probe_host_lines(results)
+        bad = [p for p in lines if not p.ok]
+        subj = f"Host check: {', '.join(hosts[:8])}" + (" …" if len(hosts) > 8 else "")
+        status = f"{len(bad)} of {len(hosts)} host(s) with problems" if bad else f"all {len(hosts)} host(s) healthy"
+        channel, ts = self.wf.chat.post_headline(
+            cmd.channel, Headline(subj, status, state="diagnosed" if bad else "ok", requester=cmd.user))
+        body = "\n".join(f"{':x:' if not p.ok else ':white_check_mark:'} *{esc(p.host)}*: "
+                         + esc("; ".join(p.lines)) for p in lines) or "No agent answered."
+        self.wf.chat.post_notice(channel, ts, redact(body))

@@ -1,0 +1,119 @@
+"""POST /hooks/job-failed: schedulers report a failed job; the bot opens an incident for it.
+
+Authenticated like the node agent's API (node_agent/auth.py, scheme v1): X-Triage-Timestamp and
+X-Triage-Signature = v1=<hex HMAC-SHA256(secret, "v1:" + timestamp + ":" + body)>, a 5-minute window,
+each signature accepted once. A scheduler that retries must sign each attempt afresh; retries are
+idempotent on `event_id` (200 with the existing incident, never a second post).
+
+Answers: 202 accepted (work continues on the pool), 200 already known, 400 bad JSON or fields,
+401 bad/old/replayed signature, 413 body too large, 503 not configured or busy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from node_agent.auth import HEADER_SIGNATURE, HEADER_TIMESTAMP, AuthError, ReplayCache, verify
+
+from .inputs import Where
+from .jobs import JobEvent, JobFlows, parse_nodes
+from .pool import BoundedPool, PoolBusy
+from .routing import Routes
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024
+_FIELD = re.compile(r"^[\w.:@+\-\[\], /#=]{1,200}$")  # printable, bounded; ids never reach a shell anyway
+
+
+@dataclass
+class HookResponse:
+    status: int
+    body: dict[str, Any]
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for k, v in headers.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+def parse_event(body: bytes) -> JobEvent:
+    """Validate the JSON body; raises ValueError with the reason."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("body must be a JSON object")
+    out: dict[str, str] = {}
+    for key in ("event_id", "job_id", "state", "exit_code", "name", "user", "partition", "cluster"):
+        v = data.get(key)
+        if v is None or v == "":
+            continue
+        if not isinstance(v, (str, int)):
+            raise ValueError(f"{key} must be a string")
+        v = str(v)
+        if not _FIELD.match(v):
+            raise ValueError(f"{key} holds characters or a length not allowed in a job field")
+        out[key] = v
+    for key in ("event_id", "job_id"):
+        if key not in out:
+            raise ValueError(f"{key} is required")
+    nodes = data.get("nodes")
+    if nodes is not None and not isinstance(nodes, (str, list)):
+        raise ValueError("nodes must be a host list string (gpu[01-02]) or a list")
+    return JobEvent(
+        job_id=out["job_id"], event_id=out["event_id"], state=out.get("state"), exit_code=out.get("exit_code"),
+        name=out.get("name"), user=out.get("user"), partition=out.get("partition"), cluster=out.get("cluster"),
+        nodes=parse_nodes(nodes)[:512] if nodes else [],
+    )
+
+
+class JobHooks:
+    def __init__(self, jobs: JobFlows, pool: BoundedPool, routes: Routes, secret: bytes | None) -> None:
+        self.jobs = jobs
+        self.pool = pool
+        self.routes = routes
+        self.secret = secret
+        self.replays = ReplayCache()
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> HookResponse:
+        if self.secret is None:
+            return HookResponse(503, {"error": "webhook disabled: set TRIAGE_WEBHOOK_SECRET_FILE"})
+        if len(body) > MAX_BODY:
+            return HookResponse(413, {"error": f"body larger than {MAX_BODY} bytes"})
+        try:
+            verify(self.secret, _header(headers, HEADER_TIMESTAMP), _header(headers, HEADER_SIGNATURE), body,
+                   replay_cache=self.replays)
+        except AuthError as exc:
+            return HookResponse(401, {"error": exc.reason})
+        try:
+            event = parse_event(body)
+        except ValueError as exc:
+            return HookResponse(400, {"error": str(exc)})
+        store = self.jobs.wf.store
+        existing = store.find_hook_incident(event.event_id or "")
+        if existing is not None:
+            return HookResponse(200, {"incident": existing.id, "status": "exists", "state": existing.state})
+        channel = self.routes.channel_for(event.routing_fields())
+        if not channel:
+            return HookResponse(503, {"error": "no channel for this job: set TRIAGE_CHANNEL or a TRIAGE_ROUTES rule"})
+        incident, created = store.create_incident(
+            origin="webhook", channel=channel, thread_ts=None, hook_event_id=event.event_id, job_id=event.job_id,
+            job=event.to_dict(), hosts=event.nodes)
+        if not created:
+            return HookResponse(200, {"incident": incident.id, "status": "exists", "state": incident.state})
+        try:
+            where = Where(channel=channel)
+            self.pool.submit(self.jobs.run, incident, event, where, where=where)
+        except PoolBusy as exc:
+            store.delete_incident(incident.id)  # let the scheduler's retry open it later
+            return HookResponse(503, {"error": f"busy: {exc}; retry later"})
+        return HookResponse(202, {"incident": incident.id, "status": "accepted", "channel": channel})

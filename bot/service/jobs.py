@@ -1,0 +1,145 @@
+"""Job incidents (`/diagnose <job id>` and the scheduler webhook): a channel message naming the job,
+its nodes, state and exit code, and the diagnosis of its logs in the thread."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.jobs import JobInfo, JobSourceError
+from bot.redact import redact
+from bot.store import Incident
+
+from .answer import Headline, esc
+from .hostlist import HostListError, expand_hostlist
+from .inputs import Where
+from .jobsource import job_pieces
+from .workflow import Workflow, headline_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JobEvent:
+    """What is known about a job before the job source is asked (webhook fields, or just an id)."""
+
+    job_id: str
+    event_id: str | None = None
+    state: str | None = None
+    exit_code: str | None = None
+    name: str | None = None
+    user: str | None = None
+    partition: str | None = None
+    cluster: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    requester: str | None = None  # Slack user who asked (/diagnose)
+
+    def routing_fields(self) -> dict[str, Any]:
+        return {"partition": self.partition, "cluster": self.cluster, "user": self.user, "name": self.name,
+                "state": self.state}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, [], "")}
+
+
+def merge(event: JobEvent, job: JobInfo | None) -> JobEvent:
+    """The job source knows more (expanded nodes, final state); the event fills what it lacks."""
+    if job is None:
+        return event
+    return JobEvent(
+        job_id=job.job_id or event.job_id, event_id=event.event_id, state=job.state or event.state,
+        exit_code=job.exit_code or event.exit_code, name=job.name or event.name, user=job.user or event.user,
+        partition=job.partition or event.partition, cluster=job.cluster or event.cluster,
+        nodes=list(job.nodes) or event.nodes, requester=event.requester,
+    )
+
+
+def subject(ev: JobEvent) -> str:
+    """"Job 1234 (train-llama) FAILED, exit 1:0, on gpu01, gpu02 · user alice · partition h200"."""
+    head = f"Job {ev.job_id}" + (f" ({ev.name})" if ev.name else "")
+    parts = [head + (f" {ev.state}" if ev.state else " ended")]
+    if ev.exit_code:
+        parts.append(f"exit {ev.exit_code}")
+    if ev.nodes:
+        shown = ", ".join(ev.nodes[:6]) + (f" and {len(ev.nodes) - 6} more" if len(ev.nodes) > 6 else "")
+        parts.append(f"on {shown}")
+    text = ", ".join(parts)
+    extra = [f"{k} {v}" for k, v in (("user", ev.user), ("partition", ev.partition), ("cluster", ev.cluster)) if v]
+    return redact(text + (" · " + " · ".join(extra) if extra else ""))
+
+
+def parse_nodes(raw: Any) -> list[str]:
+    try:
+        return expand_hostlist(raw if isinstance(raw, list) else str(raw or ""))
+    except HostListError:
+        return [str(raw)]
+
+
+class JobFlows:
+    def __init__(self, wf: Workflow) -> None:
+        self.wf = wf
+
+    def run(self, incident: Incident, event: JobEvent, where: Where | None = None) -> None:
+        """Post the channel message, resolve the job, diagnose its logs, answer in the thread.
+
+        `where` (the error handler's target) learns the thread as soon as it exists.
+        """
+        wf = self.wf
+        subj = subject(event)
+        if incident.headline_ts is None:
+            channel, ts = wf.chat.post_headline(incident.channel or "",
+                                                Headline(subj, "Diagnosing…", requester=event.requester))
+            wf.store.update_incident(incident.id, channel=channel, thread_ts=ts, headline_ts=ts, subject=subj)
+            incident.channel, incident.thread_ts, incident.headline_ts, incident.subject = channel, ts, ts, subj
+        if where is not None:
+            where.channel, where.thread_ts = incident.channel, incident.thread_ts
+        channel, thread = incident.channel or "", incident.thread_ts
+        with wf.locks.hold(f"{channel}:{thread}"):
+            notes: list[str] = []
+            job: JobInfo | None = None
+            try:
+                job = wf.job_source.resolve(event.job_id)
+            except JobSourceError as exc:
+                notes.append(str(exc))
+            event = merge(event, job)
+            subj = subject(event)
+            wf.store.update_incident(incident.id, subject=subj, job=event.to_dict(), hosts=event.nodes)
+            incident.subject, incident.job = subj, event.to_dict()
+            pieces, more = job_pieces(job, limit=wf.limits.max_upload) \
+                if job else ([], [])
+            notes += more
+            if not pieces:
+                self._finish_without_diagnosis(incident, subj, "I could not read any of the job's logs.", notes)
+                return
+            report, more, run = wf.diagnose(pieces, job_nodes=event.nodes, job_id=event.job_id)
+            notes += more
+            if not report.diagnoses:
+                names = ", ".join(p.name for p in pieces)
+                self._finish_without_diagnosis(
+                    incident, subj, f"No known failure signature in the job's logs ({names}).", notes, pieces, report)
+                return
+            answer, _ = wf.record(incident, report, trigger="initial", notes=notes, new_pieces=pieces,
+                                  probe_run=run, job_summary=subj, job_nodes=event.nodes or None)
+            ts = wf.chat.post_answer(channel, thread, answer)
+            wf.store.update_incident(incident.id, summary_ts=ts)
+            incident.summary_ts = ts
+            wf.chat.update_headline(channel, incident.headline_ts or "",
+                                    headline_for(answer, subj, requester=event.requester))
+
+    def _finish_without_diagnosis(self, incident: Incident, subj: str, status: str, notes: list[str],
+                                  pieces: list | None = None, report: Any = None) -> None:
+        wf = self.wf
+        from .evidence import to_record
+
+        for p in pieces or []:
+            wf.store.add_evidence(incident.id, to_record(p, report))
+        wf.store.update_incident(incident.id, state="no-failure")
+        wf.chat.update_headline(incident.channel or "", incident.headline_ts or "",
+                                Headline(subj, status, state="unknown", requester=incident.requester))
+        body = esc(status)
+        if notes:
+            body += "\n" + "\n".join(f"• {esc(redact(n))}" for n in notes[:10])
+        body += ("\nIf you have the failing rank's log or the host's kernel log (`journalctl -k`), paste or "
+                 "attach it in this thread and I will diagnose again.")
+        wf.chat.post_notice(incident.channel or "", incident.thread_ts, body)

@@ -1,0 +1,251 @@
+"""The incident workflow shared by every entry point: diagnose, probe, remember, answer, update.
+
+Entry points (pastes, files, mentions, /diagnose, the shortcut, thread replies, the scheduler
+webhook) gather evidence pieces and call `open_incident` or `rediagnose`; this module owns the
+order of things: engine → probes → store → Slack, and what a re-diagnosis says changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot.engine import Report
+from bot.jobs import JobSource
+from bot.store import Incident, Store
+from bot.store.stats import host_recurrence
+
+from . import engine_gate
+from .answer import Answer, Headline, build_answer, ordinal, what_changed
+from .evidence import Piece, from_record, to_record
+from .inputs import FileRef
+from .probing import Prober
+
+log = logging.getLogger(__name__)
+
+RECURRENCE_DAYS = 7
+
+
+class Chat(Protocol):
+    """What the workflow needs from Slack (bot.slack.gateway.SlackGateway implements it)."""
+
+    def post_answer(self, channel: str, thread_ts: str | None, answer: Answer) -> str: ...
+    def update_answer(self, channel: str, ts: str, answer: Answer) -> None: ...
+    def post_headline(self, channel: str, headline: Headline) -> tuple[str, str]: ...
+    def update_headline(self, channel: str, ts: str, headline: Headline) -> None: ...
+    def post_changes(self, channel: str, thread_ts: str, changes: list[str], answer: Answer) -> str: ...
+    def post_notice(self, channel: str, thread_ts: str | None, text: str) -> str: ...
+    def post_ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None: ...
+    def respond(self, response_url: str, text: str, ephemeral: bool = True) -> None: ...
+    def react(self, channel: str, ts: str, name: str) -> None: ...
+    def unreact(self, channel: str, ts: str, name: str) -> None: ...
+    def file_info(self, file_id: str) -> FileRef: ...
+    def download(self, f: FileRef, limit: int) -> bytes: ...
+    def upload_text(self, channel: str, thread_ts: str | None, filename: str, title: str, content: str,
+                    comment: str | None = None) -> None: ...
+    def thread_messages(self, channel: str, thread_ts: str, limit: int = 200) -> list[dict[str, Any]]: ...
+    def permalink(self, channel: str | None, ts: str | None) -> str | None: ...
+    def identity(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Limits:
+    max_upload: int  # bytes
+    max_unpacked: int  # bytes
+
+
+@dataclass
+class Outcome:
+    """What a diagnosis round produced (for callers that post more, e.g. a headline)."""
+
+    incident: Incident
+    answer: Answer | None
+    report: Report
+    changes: list[str]
+    changed: bool
+
+
+class KeyedLocks:
+    """One lock per thread: a paste, its @mention and a reply must not diagnose the same thread at once."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._users: dict[str, int] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+            self._users[key] = self._users.get(key, 0) + 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                self._users[key] -= 1
+                if not self._users[key]:
+                    del self._users[key]
+                    del self._locks[key]
+
+
+ALL_EVIDENCE_MAX = 500  # per diagnosis, for "Show all evidence"
+
+
+def full_report_dict(report: Report) -> dict[str, Any]:
+    """Report.to_dict() keeps 20 lines per diagnosis; the store keeps more for "Show all evidence"."""
+    out = report.to_dict()
+    for d, diag in zip(out["diagnoses"], report.diagnoses, strict=True):
+        d["evidence"] = [e.to_dict() for e in diag.evidence[:ALL_EVIDENCE_MAX]]
+    return out
+
+
+def implicated_hosts(report: Report, job_nodes: list[str] | None = None) -> list[str]:
+    """The host that started it if known, else the top diagnosis's hosts, else the job's nodes."""
+    if report.initiating and report.initiating.host:
+        return [report.initiating.host]
+    if report.diagnoses and report.diagnoses[0].hosts:
+        return list(report.diagnoses[0].hosts)
+    return list(job_nodes or [])
+
+
+def recurrence_lines(store: Store, hosts: list[str], signature: str, exclude: int) -> list[str]:
+    """"gpu-node-17: 3rd incident in 7 days: xid-79-fallen-off-bus, nccl-cuda-999" (only repeat hosts)."""
+    out = []
+    for h in host_recurrence(store, hosts, RECURRENCE_DAYS, exclude_incident=exclude):
+        if h.incidents == 0:
+            continue
+        sigs = [signature] + [s for s in h.signatures if s != signature]
+        out.append(f"{h.host}: {ordinal(h.incidents + 1)} incident in {RECURRENCE_DAYS} days: {', '.join(sigs[:6])}")
+    return out
+
+
+class Workflow:
+    def __init__(self, *, store: Store, chat: Chat, prober: Prober, job_source: JobSource, limits: Limits) -> None:
+        self.store = store
+        self.chat = chat
+        self.prober = prober
+        self.job_source = job_source
+        self.limits = limits
+        self.locks = KeyedLocks()
+
+    # -- engine and probes -----------------------------------------------------------------------
+
+    def engine(self, pieces: list[Piece]) -> tuple[Report, list[str]]:
+        report = engine_gate.diagnose([(p.name, p.data) for p in pieces], max_bytes=self.limits.max_unpacked)
+        return report, [n for p in pieces for n in p.problems]
+
+    def probe(self, report: Report, job_nodes: list[str] | None = None,
+              job_id: str | None = None) -> tuple[Report, list[str], dict[str, Any] | None]:
+        """Ask the agents when configured and something was diagnosed. Returns (report, notes, probe run)."""
+        if not (self.prober.enabled and report.diagnoses):
+            return report, [], None
+        out = self.prober.fuse(report, hosts=job_nodes or None, job_id=job_id)
+        run = {"hosts": out.hosts, "duration_s": out.duration_s, "results": out.report.probes or {},
+               "error": out.error}
+        return out.report, [out.error] if out.error else [], run
+
+    def diagnose(self, pieces: list[Piece], job_nodes: list[str] | None = None,
+                 job_id: str | None = None) -> tuple[Report, list[str], dict[str, Any] | None]:
+        """Engine, then probes. Returns (report, notes, probe run)."""
+        report, notes = self.engine(pieces)
+        report, more, run = self.probe(report, job_nodes, job_id)
+        return report, notes + more, run
+
+    # -- incidents -------------------------------------------------------------------------------
+
+    def record(self, incident: Incident, report: Report, *, trigger: str, notes: list[str],
+               new_pieces: list[Piece], probe_run: dict[str, Any] | None, job_summary: str | None = None,
+               job_nodes: list[str] | None = None, previous: Answer | None = None,
+               feedback: list[str] | None = None) -> tuple[Answer, list[str]]:
+        """Store evidence, probe run and the next diagnosis version; returns (answer, what changed)."""
+        for p in new_pieces:
+            self.store.add_evidence(incident.id, to_record(p, report))
+        if probe_run is not None:
+            self.store.add_probe_run(incident.id, probe_run["hosts"], probe_run["duration_s"], probe_run["results"],
+                                     probe_run["error"])
+        top = report.diagnoses[0]
+        hosts = implicated_hosts(report, job_nodes)
+        version = incident.version + 1
+        answer = build_answer(
+            report, incident_id=incident.id, version=version, job=job_summary,
+            recurrence=recurrence_lines(self.store, hosts, top.signature, incident.id),
+            probes_enabled=self.prober.enabled, extra_warnings=notes,
+        )
+        answer.feedback = list(feedback or (previous.feedback if previous else []))
+        changes = what_changed(previous, answer)
+        answer.changes = changes
+        self.store.add_diagnosis(incident.id, version=version, trigger=trigger, signature=top.signature,
+                                 confidence=top.confidence, report=full_report_dict(report), answer=answer.to_dict(),
+                                 changes=changes, hosts=hosts)
+        incident.version = version
+        return answer, changes
+
+    def load_pieces(self, incident: Incident) -> list[Piece]:
+        """Every stored evidence item, re-fetched from Slack / the job's files when only an excerpt was kept."""
+        from .jobsource import read_tail
+
+        pieces = []
+        for rec in self.store.list_evidence(incident.id):
+            data = None
+            if rec.text is None:
+                try:
+                    if rec.ref.get("file_id"):
+                        f = self.chat.file_info(rec.ref["file_id"])
+                        data = self.chat.download(f, self.limits.max_upload)
+                    elif rec.ref.get("path"):
+                        data, _ = read_tail(rec.ref["path"], self.limits.max_upload)
+                except Exception as exc:  # gone from Slack / the filesystem: fall back to the excerpt
+                    log.info("re-fetching %s failed: %s", rec.name, exc)
+            pieces.append(from_record(rec, data))
+        return pieces
+
+    def previous_answer(self, incident: Incident) -> Answer | None:
+        rec = self.store.get_diagnosis(incident.id)
+        return Answer.from_dict(rec.answer) if rec and rec.answer else None
+
+    def rediagnose(self, incident: Incident, new_pieces: list[Piece], *, trigger: str,
+                   force_post: bool = False) -> Outcome:
+        """Re-run the engine over all of the incident's evidence plus `new_pieces`.
+
+        When the answer changed: update the summary message (and the channel headline) and say what
+        changed in the thread. When not: stay quiet unless `force_post` (someone asked the bot).
+        """
+        previous = self.previous_answer(incident)
+        pieces = self.load_pieces(incident) + new_pieces
+        job_nodes = (incident.job or {}).get("nodes") or None
+        report, notes, run = self.diagnose(pieces, job_nodes=job_nodes, job_id=incident.job_id)
+        if not report.diagnoses:
+            for p in new_pieces:  # keep the evidence even when it proves nothing yet
+                self.store.add_evidence(incident.id, to_record(p, report))
+            if force_post:
+                self.chat.post_notice(incident.channel or "", incident.thread_ts,
+                                      "I re-read the whole thread and found no known failure signature.")
+            return Outcome(incident, None, report, [], False)
+        answer, changes = self.record(incident, report, trigger=trigger, notes=notes, new_pieces=new_pieces,
+                                      probe_run=run, job_summary=previous.job if previous else None,
+                                      job_nodes=job_nodes, previous=previous)
+        changed = bool(changes) or previous is None
+        if incident.summary_ts and incident.channel:
+            if changed:
+                self.chat.update_answer(incident.channel, incident.summary_ts, answer)
+        elif incident.channel:
+            ts = self.chat.post_answer(incident.channel, incident.thread_ts, answer)
+            self.store.update_incident(incident.id, summary_ts=ts)
+            incident.summary_ts = ts
+        if incident.headline_ts and changed and incident.channel:
+            self.chat.update_headline(incident.channel, incident.headline_ts,
+                                      headline_for(answer, incident.subject, incident.requester))
+        if incident.channel and incident.thread_ts and previous is not None and (changed or force_post):
+            self.chat.post_changes(incident.channel, incident.thread_ts, changes, answer)
+        return Outcome(incident, answer, report, changes, changed)
+
+
+def headline_for(answer: Answer, subject: str | None = None, requester: str | None = None) -> Headline:
+    detail = f"Started by {answer.initiating}" if answer.initiating else None
+    return Headline(subject=subject or answer.job or "Diagnosis", status=answer.headline, detail=detail,
+                    state="diagnosed", requester=requester)

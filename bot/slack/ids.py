@@ -1,0 +1,33 @@
+"""Every action_id, callback_id and block_id that crosses Slack and back: one place, no stray literals."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ActionId(enum.StrEnum):
+    RERUN_PROBES = "triage_rerun_probes"
+    RIGHT = "triage_feedback_right"
+    WRONG = "triage_feedback_wrong"
+    SHOW_EVIDENCE = "triage_show_evidence"
+
+
+class CallbackId(enum.StrEnum):
+    WRONG_CAUSE_MODAL = "triage_wrong_cause"
+    DIAGNOSE_SHORTCUT = "triage_diagnose_message"  # the message shortcut in deploy/slack/manifest.yaml
+
+
+class BlockId(enum.StrEnum):
+    ACTIONS = "triage_actions"
+    CAUSE_SELECT = "triage_cause_select"
+    CAUSE_TEXT = "triage_cause_text"
+    NOTE = "triage_note"
+
+
+class InputId(enum.StrEnum):
+    CAUSE_SELECT = "cause_select"
+    CAUSE_TEXT = "cause_text"
+    NOTE = "note"
+
+
+SLASH_COMMAND = "/diagnose"

@@ -1,0 +1,34 @@
+"""What listeners need, passed in when they are registered (no globals)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.service import TriageService
+from bot.service.inputs import Where
+from bot.service.pool import PoolBusy
+
+from ..errors import ErrorReporter
+from ..gateway import SlackGateway
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Deps:
+    service: TriageService
+    gateway: SlackGateway
+    errors: ErrorReporter
+
+    def submit(self, fn: Callable[..., Any], *args: Any, where: Where, explicit: bool = True) -> None:
+        """Run `fn` on the worker pool; if the pool is full, tell the user (when they asked us)."""
+        try:
+            self.service.pool.submit(fn, *args, where=where)
+        except PoolBusy as exc:
+            if explicit:
+                self.errors.report(exc, where)
+            else:
+                log.warning("dropped a passive message: %s", exc)

@@ -1,0 +1,121 @@
+"""The bot's HTTP endpoint: Bolt's /slack/events, the scheduler webhook, and /healthz.
+
+A threading stdlib server: Slack requests are small and the listeners only ack() and enqueue, so
+a thread per connection is plenty, and the bot needs no web framework. In Socket Mode the same
+server runs without /slack/events (`triage serve --socket --hooks-port N`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from slack_bolt import App, BoltRequest
+
+from bot.service.hooks import MAX_BODY as HOOK_MAX_BODY
+from bot.service.hooks import JobHooks
+
+log = logging.getLogger(__name__)
+
+SLACK_PATH = "/slack/events"
+HOOK_PATH = "/hooks/job-failed"
+HEALTH_PATH = "/healthz"
+SLACK_MAX_BODY = 4 << 20  # Slack's payloads are far smaller; anything bigger is not from Slack
+
+
+class TriageHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: App | None, hooks: JobHooks | None,
+                 health: Any = None) -> None:
+        self.app = app
+        self.hooks = hooks
+        self.health = health
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> threading.Thread:
+        t = threading.Thread(target=self.serve_forever, name="triage-http", daemon=True)
+        t.start()
+        return t
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: TriageHTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: bytes | str = b"", headers: dict[str, Any] | None = None,
+              content_type: str = "application/json") -> None:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        self.send_response(status)
+        sent_type = False
+        for k, v in (headers or {}).items():
+            if k.lower() in ("content-length", "connection", "transfer-encoding"):
+                continue
+            sent_type |= k.lower() == "content-type"
+            for item in v if isinstance(v, (list, tuple)) else [v]:
+                self.send_header(k, str(item))
+        if not sent_type and data:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if data and self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _json(self, status: int, obj: dict[str, Any]) -> None:
+        self._send(status, json.dumps(obj))
+
+    def _read_body(self, limit: int) -> bytes | None:
+        """The body, or None after answering 411/413 (the rest is not read: the connection closes)."""
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self.close_connection = True
+            self._json(411, {"error": "Content-Length required"})
+            return None
+        if int(length) > limit:
+            self.close_connection = True
+            self._json(413, {"error": f"body larger than {limit} bytes"})
+            return None
+        return self.rfile.read(int(length))
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        path = self.path.partition("?")[0]
+        if path == HEALTH_PATH:
+            status = self.server.health() if self.server.health else {"ok": True}
+            self._json(200 if status.get("ok") else 503, status)
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        path, _, query = self.path.partition("?")
+        if path == SLACK_PATH and self.server.app is not None:
+            body = self._read_body(SLACK_MAX_BODY)
+            if body is None:
+                return
+            req = BoltRequest(body=body.decode("utf-8", "replace"), query=query,
+                              headers={k.lower(): v for k, v in self.headers.items()})
+            resp = self.server.app.dispatch(req)
+            self._send(resp.status, resp.body or "", resp.headers)
+        elif path == HOOK_PATH and self.server.hooks is not None:
+            body = self._read_body(HOOK_MAX_BODY)
+            if body is None:
+                return
+            out = self.server.hooks.handle(dict(self.headers.items()), body)
+            self._json(out.status, out.body)
+        else:
+            self._json(404, {"error": "not found"})

@@ -1,0 +1,122 @@
+"""Bot settings from the environment; every mistake is reported at start-up with the variable's name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names the variable and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    bot_token: str
+    signing_secret: str | None = None  # HTTP mode: verifies X-Slack-Signature
+    app_token: str | None = None  # Socket Mode: xapp-... with connections:write
+    api_url: str | None = None  # another Slack Web API base URL (a local stand-in in tests)
+    db_path: str = "triage.db"
+    channel: str | None = None  # default channel for webhook incidents
+    routes: str | None = None  # TRIAGE_ROUTES: a YAML file path or inline YAML
+    webhook_secret_file: str | None = None
+    agent_url: str | None = None  # e.g. http://{host}:9477
+    agent_map: str | None = None
+    agent_secret_file: str | None = None
+    probe_deadline_s: float = 3.0
+    job_source: str = "none"
+    max_upload_mb: int = 200
+    max_unpacked_mb: int = 4096
+    retention_days: int = 90
+    workers: int = 4
+    queue_max: int = 200
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def agents_configured(self) -> bool:
+        return bool((self.agent_url or self.agent_map) and self.agent_secret_file)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.max_upload_mb << 20
+
+    @property
+    def max_unpacked_bytes(self) -> int:
+        return self.max_unpacked_mb << 20
+
+    def download_hosts(self) -> set[str]:
+        """Hosts the bot token may be sent to when downloading files (never an arbitrary URL)."""
+        hosts = {"files.slack.com"}
+        if self.api_url:
+            host = urlparse(self.api_url).hostname
+            if host:
+                hosts.add(host)
+        return hosts
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            v = env.get(name)
+            return v.strip() if v and v.strip() else None
+
+        def num(name: str, default: float, kind: type = int, lo: float = 0) -> float:
+            raw = get(name)
+            if raw is None:
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise SettingsError(f"{name}={raw!r} is not a {'whole ' if kind is int else ''}number") from None
+            if value < lo:
+                raise SettingsError(f"{name}={raw!r} must be at least {lo}")
+            return value
+
+        token = get("SLACK_BOT_TOKEN")
+        if not token:
+            raise SettingsError("SLACK_BOT_TOKEN is not set (the Bot User OAuth Token, xoxb-..., from OAuth & Permissions)")
+        api_url = get("SLACK_API_URL")
+        if api_url:
+            if urlparse(api_url).scheme not in ("http", "https"):
+                raise SettingsError(f"SLACK_API_URL={api_url!r} is not an http(s) URL")
+            if not api_url.endswith("/"):
+                api_url += "/"  # slack_sdk joins method names onto the base URL
+        job_source = (get("TRIAGE_JOB_SOURCE") or "none").lower()
+        if job_source not in ("none", "slurm"):
+            raise SettingsError(f"TRIAGE_JOB_SOURCE={job_source!r}: expected 'none' or 'slurm'")
+        max_upload = int(num("TRIAGE_MAX_UPLOAD_MB", 200, int, 1))
+        return cls(
+            bot_token=token,
+            signing_secret=get("SLACK_SIGNING_SECRET"),
+            app_token=get("SLACK_APP_TOKEN"),
+            api_url=api_url,
+            db_path=get("TRIAGE_DB") or "triage.db",
+            channel=get("TRIAGE_CHANNEL"),
+            routes=get("TRIAGE_ROUTES"),
+            webhook_secret_file=get("TRIAGE_WEBHOOK_SECRET_FILE"),
+            agent_url=get("TRIAGE_AGENT_URL"),
+            agent_map=get("TRIAGE_AGENT_MAP"),
+            agent_secret_file=get("TRIAGE_AGENT_SECRET_FILE"),
+            probe_deadline_s=float(num("TRIAGE_PROBE_DEADLINE_S", 3.0, float, 0.1)),
+            job_source=job_source,
+            max_upload_mb=max_upload,
+            max_unpacked_mb=int(num("TRIAGE_MAX_UNPACKED_MB", max(4096, max_upload * 20), int, 1)),
+            retention_days=int(num("TRIAGE_RETENTION_DAYS", 90, int, 1)),
+            workers=int(num("TRIAGE_WORKERS", 4, int, 1)),
+            queue_max=int(num("TRIAGE_QUEUE_MAX", 200, int, 1)),
+        )
+
+    def require_http(self) -> None:
+        if not self.signing_secret:
+            raise SettingsError("HTTP mode needs SLACK_SIGNING_SECRET (Basic Information > App Credentials > "
+                                "Signing Secret)")
+
+    def require_socket(self) -> None:
+        if not self.app_token:
+            raise SettingsError("Socket Mode needs SLACK_APP_TOKEN (Basic Information > App-Level Tokens, "
+                                "scope connections:write; starts with xapp-)")
+        if not self.app_token.startswith("xapp-"):
+            raise SettingsError("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
