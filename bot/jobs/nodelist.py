@@ -91,3 +91,12 @@ def expand_nodelist(text: str | None, limit: int = MAX_HOSTS) -> list[str]:
         if len(hosts) > limit:
             raise NodeListError(f"host list expands to more than {limit} hosts")
     return hosts
+
+
+def first_node(text: str | None) -> str:
+    """The first host of a list ("" when empty or malformed): who ran the batch script when Slurm
+    does not say (BatchHost is empty for a job whose node died)."""
+    try:
+        return next(iter(expand_nodelist(text)), "")
+    except NodeListError:
+        return ""

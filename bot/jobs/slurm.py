@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .base import JobInfo, JobSourceError
-from .nodelist import NodeListError, expand_nodelist
+from .nodelist import NodeListError, expand_nodelist, first_node
 from .slurm_ids import SlurmJobId, parse_slurm_job_id
 from .slurm_logs import LogSearch, find_logs
 from .slurm_parse import (
@@ -101,7 +101,7 @@ class SlurmSettings:
 def verdict_lines(rec: SlurmJobRecord) -> list[str]:
     """The scheduler's verdict in the words slurmstepd writes into job logs, so the engine's
     scheduler signatures match it even when the log is gone or the node died before writing."""
-    host = rec.batch_host or (rec.nodelist.split(",")[0] if rec.nodelist else "") or "unknown"
+    host = rec.batch_host or first_node(rec.nodelist) or "unknown"
     when = rec.end.isoformat() if rec.end else "Unknown"
     head = f"slurmstepd: error: *** JOB {rec.job_id} ON {host} CANCELLED AT {when}"
     due = {"TIMEOUT": "TIME LIMIT", "NODE_FAIL": "NODE FAILURE", "PREEMPTED": "PREEMPTION"}

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass, field, replace
 
 from .base import JobLog
+from .nodelist import first_node
 from .patterns import PatternFields, expand_pattern, has_symbols
 from .slurm_parse import SlurmJobRecord
 
@@ -33,7 +34,7 @@ class FoundLogs:
 
 
 def _fields(rec: SlurmJobRecord) -> PatternFields:
-    host = rec.batch_host or (rec.nodelist.split(",")[0] if rec.nodelist and "[" not in rec.nodelist else None)
+    host = rec.batch_host or first_node(rec.nodelist) or None
     task = rec.array_task_id if rec.array_task_id and rec.array_task_id.isdigit() else None
     return PatternFields(job_id=rec.job_id, name=rec.name, user=rec.user,
                          array_job_id=rec.array_job_id if task else None, array_task_id=task, host=host)

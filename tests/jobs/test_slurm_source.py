@@ -235,3 +235,28 @@ def test_settings_from_env(tmp_path: Path) -> None:
     assert (s.scontrol, s.timeout_s, s.logs.check_owner, s.logs.max_files, s.cluster) == (
         "/opt/slurm/bin/scontrol", 3.0, False, 9, "prod")
     assert SlurmJobSource.from_env().name == "slurm"
+
+
+@pytest.mark.parametrize(("state", "nodelist", "expected"), [
+    ("NODE_FAIL", "gpu[01-02]",
+     "slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT 2024-06-26T05:06:30 DUE TO NODE FAILURE ***"),
+    ("PREEMPTED", "gpu01",
+     "slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT 2024-06-26T05:06:30 DUE TO PREEMPTION ***"),
+    ("OUT_OF_MEMORY", "gpu01",
+     "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.batch. Some of your processes may have been "
+     "killed by the cgroup out-of-memory handler."),
+    ("CANCELLED", "gpu01", "slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT 2024-06-26T05:06:30 ***"),
+    ("CANCELLED", "", None),  # cancelled while pending: it never ran, nothing to say
+    ("FAILED", "gpu01", None),
+    ("COMPLETED", "gpu01", None),
+])
+def test_verdict_lines(state: str, nodelist: str, expected: str | None) -> None:
+    from datetime import datetime
+
+    from bot.jobs.slurm import verdict_lines
+    from bot.jobs.slurm_parse import SlurmJobRecord
+
+    # No BatchHost (a node that died may leave none): the first node of the list is named.
+    rec = SlurmJobRecord(job_id="1234", state=state, nodelist=nodelist, end=datetime(2024, 6, 26, 5, 6, 30))
+    got = verdict_lines(rec)
+    assert got == ([expected] if expected else [])

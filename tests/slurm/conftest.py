@@ -7,12 +7,14 @@ and so fails instead.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,11 +110,41 @@ class SlurmEnv:
         raise AssertionError(f"notifier log has no {needle!r} for job {job_id}:\n" + "\n".join(self.log_lines()))
 
 
+@contextmanager
+def exclusive(path: Path, timeout: float = 900) -> Iterator[None]:
+    """One test session at a time owns the cluster: the fixed base dir and ports are shared, and a
+    second session's setup would stop the first one's daemons."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        end = time.monotonic() + timeout
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    unavailable(f"another test session held the Slurm test cluster ({path}) for {timeout:.0f} s")
+                if not waited:
+                    print(f"[slurm] waiting for another test session's Slurm cluster ({path})")
+                    waited = True
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmEnv]:
     reason = SlurmCluster.why_unavailable()
     if reason:
         unavailable(reason)
+    with exclusive(Path(f"{SlurmCluster().base}.lock")):
+        yield from _session_cluster(tmp_path_factory)
+
+
+def _session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmEnv]:
     cluster = SlurmCluster()
     hook_dir = cluster.base / "hook"
     if hook_dir.exists():
