@@ -148,18 +148,18 @@ class SlurmJobSource:
         if r.rc == 0 and r.out.strip():
             return _select(jid, parse_scontrol_jobs(r.out)), "scontrol"
         scontrol_msg = (r.err or r.out).strip().splitlines()[-1:] or ["no output"]
-        if not any(n in scontrol_msg[0] for n in _NOT_FOUND):
-            # Controller unreachable: sacct (slurmdbd) may still know the job.
-            rec = self._sacct(jid)
-            if rec:
-                return [rec], "sacct"
-            raise JobSourceError(f"Slurm could not look up job {jid}: {scontrol_msg[0]}")
-        rec = self._sacct(jid)
+        # Not found (older than MinJobAge) or controller unreachable: accounting may still know it.
+        try:
+            rec, sacct_problem = self._sacct(jid), ""
+        except JobSourceError as e:  # sacct missing or hanging must not hide scontrol's answer
+            rec, sacct_problem = None, f" ({e})"
         if rec:
             return [rec], "sacct"
+        if not any(n in scontrol_msg[0] for n in _NOT_FOUND):
+            raise JobSourceError(f"Slurm could not look up job {jid}: {scontrol_msg[0]}{sacct_problem}")
         raise JobSourceError(
             f"Slurm has no job {jid}: scontrol does not know it (finished jobs are forgotten MinJobAge after "
-            "they end) and neither does sacct. Check the id, or paste the job's log.")
+            f"they end) and neither does sacct{sacct_problem}. Check the id, or paste the job's log.")
 
     def _sacct(self, jid: SlurmJobId) -> SlurmJobRecord | None:
         s = self.settings

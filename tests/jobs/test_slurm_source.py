@@ -260,3 +260,17 @@ def test_verdict_lines(state: str, nodelist: str, expected: str | None) -> None:
     rec = SlurmJobRecord(job_id="1234", state=state, nodelist=nodelist, end=datetime(2024, 6, 26, 5, 6, 30))
     got = verdict_lines(rec)
     assert got == ([expected] if expected else [])
+
+
+def test_missing_sacct_does_not_hide_that_the_job_is_unknown(tmp_path: Path) -> None:
+    calls = []
+
+    def runner(argv: list[str], timeout: float) -> RunResult:
+        calls.append(argv[0])
+        if argv[0].endswith("scontrol"):
+            return NOT_FOUND
+        raise JobSourceError(f"{argv[0]} is not installed on the bot's host.")
+
+    src = SlurmJobSource(SlurmSettings(scontrol="/usr/bin/scontrol", sacct="/nope/sacct"), runner=runner)
+    with pytest.raises(JobSourceError, match=r"Slurm has no job 5: .*/nope/sacct is not installed"):
+        src.resolve("5")
