@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.jobs import JobSourceError
+from bot.jobs import InvalidJobId, JobSourceError
 from bot.redact import redact
 
 from .answer import Headline, esc, probe_host_lines
@@ -23,7 +23,9 @@ HELP = (
     "Or paste a log / attach a .log or .gz file in a channel I am in, and mention me in a failing job's thread."
 )
 
-_JOB = re.compile(r"^(?:job[-_#]?)?\d+(?:[_+.]\d+)?$", re.I)
+# What users type for a job (the job source has the final word): 1234, job-1234, job 1234, #1234,
+# JobId=1234, array tasks 1234_7, het job components 1234+1.
+_JOB_LIKE = re.compile(r"^(?:job(?:id)?\s*[-_#=:]?\s*|#)?\d+(?:[_+.]\d+)?$", re.I)
 _HOST_WORDS = ("hosts", "host", "nodes", "node")
 
 
@@ -40,8 +42,8 @@ class SlashFlows:
             return
         if words[0].lower() in _HOST_WORDS:
             self.hosts(cmd, " ".join(words[1:]))
-        elif len(words) == 1 and _JOB.match(words[0]) or (len(words) == 2 and words[0].lower() == "job"):
-            self.job(cmd, words[-1], where)
+        elif len(words) <= 2 and len(text) <= 64 and self.job(cmd, text, where):
+            pass
         else:
             self.text(cmd, where)
 
@@ -74,15 +76,30 @@ class SlashFlows:
             self.wf.store.update_incident(incident.id, summary_ts=summary)
             self.wf.chat.update_headline(channel, ts, headline_for(answer, subj, cmd.user))
 
-    def job(self, cmd: SlashIn, token: str, where: Where | None) -> None:
+    def job(self, cmd: SlashIn, text: str, where: Where | None) -> bool:
+        """Diagnose a job if `text` is a job id; False when it is not one (then it is pasted text)."""
         try:
-            job_id = self.wf.job_source.parse_job_id(token)
-        except JobSourceError as exc:
+            job_id = self.wf.job_source.parse_job_id(text)
+        except InvalidJobId as exc:
+            if not _JOB_LIKE.match(text):
+                return False
             self._reply(cmd, str(exc))
-            return
+            return True
+        except JobSourceError as exc:  # no job source: say so, but only to someone who typed an id
+            if not _JOB_LIKE.match(text):
+                return False
+            self._reply(cmd, str(exc))
+            return True
+        self._reply(cmd, f"Looking up job {job_id}…")
+        try:
+            job = self.wf.job_source.resolve(job_id)
+        except JobSourceError as exc:  # unknown job, scheduler down: tell the asker, not the channel
+            self._reply(cmd, str(exc))
+            return True
         incident, _ = self.wf.store.create_incident(origin="slash", channel=cmd.channel, thread_ts=None,
                                                     job_id=job_id, requester=cmd.user, team=cmd.team)
-        self.jobs.run(incident, JobEvent(job_id=job_id, requester=cmd.user), where)
+        self.jobs.run(incident, JobEvent(job_id=job_id, requester=cmd.user), where, job=job)
+        return True
 
     def hosts(self, cmd: SlashIn, spec: str) -> None:
         if not self.wf.prober.enabled:
@@ -106,6 +123,6 @@ class SlashFlows:
         status = f"{len(bad)} of {len(hosts)} host(s) with problems" if bad else f"all {len(hosts)} host(s) healthy"
         channel, ts = self.wf.chat.post_headline(
             cmd.channel, Headline(subj, status, state="diagnosed" if bad else "ok", requester=cmd.user))
-        body = "\n".join(f"{':x:' if not p.ok else ':white_check_mark:'} *{esc(p.host)}*: "
-                         + esc("; ".join(p.lines)) for p in lines) or "No agent answered."
+        body = "\n".join(f"{':x:' if not p.ok else ':white_check_mark:'} *{esc(p.host)}*\n"
+                         + "\n".join(f"    {esc(x.strip())}" for x in p.lines) for p in lines) or "No agent answered."
         self.wf.chat.post_notice(channel, ts, redact(body))

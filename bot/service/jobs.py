@@ -80,12 +80,16 @@ class JobFlows:
     def __init__(self, wf: Workflow) -> None:
         self.wf = wf
 
-    def run(self, incident: Incident, event: JobEvent, where: Where | None = None) -> None:
+    def run(self, incident: Incident, event: JobEvent, where: Where | None = None,
+            job: JobInfo | None = None) -> None:
         """Post the channel message, resolve the job, diagnose its logs, answer in the thread.
 
-        `where` (the error handler's target) learns the thread as soon as it exists.
+        `where` (the error handler's target) learns the thread as soon as it exists; `job` is the
+        job already resolved (by /diagnose), else the job source is asked here.
         """
         wf = self.wf
+        if job is not None:
+            event = merge(event, job)
         subj = subject(event)
         if incident.headline_ts is None:
             channel, ts = wf.chat.post_headline(incident.channel or "",
@@ -97,11 +101,11 @@ class JobFlows:
         channel, thread = incident.channel or "", incident.thread_ts
         with wf.locks.hold(f"{channel}:{thread}"):
             notes: list[str] = []
-            job: JobInfo | None = None
-            try:
-                job = wf.job_source.resolve(event.job_id)
-            except JobSourceError as exc:
-                notes.append(str(exc))
+            if job is None:
+                try:
+                    job = wf.job_source.resolve(event.job_id)
+                except JobSourceError as exc:
+                    notes.append(str(exc))
             event = merge(event, job)
             subj = subject(event)
             wf.store.update_incident(incident.id, subject=subj, job=event.to_dict(), hosts=event.nodes)

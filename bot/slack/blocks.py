@@ -82,7 +82,10 @@ def _evidence_section(a: Answer) -> str:
     for e in a.evidence:
         who = f" ({esc(e.who)})" if e.who else ""
         items.append(f"`{esc(e.where)}`{who}\n{code_block(clip(e.text, LINE_MAX))}")
-    return _fill(header, items, "_…{n} more: use *Show all evidence*_")
+    text = _fill(header, items, "_…{n} more: use *Show all evidence*_")
+    if a.evidence_total > shown and "Show all evidence" not in text:
+        text += f"\n_…{a.evidence_total - shown} more: use *Show all evidence*_"
+    return text
 
 
 def _probe_section(a: Answer) -> str:

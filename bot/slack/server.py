@@ -29,6 +29,7 @@ SLACK_MAX_BODY = 4 << 20  # Slack's payloads are far smaller; anything bigger is
 class TriageHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # listen backlog: the stdlib's 5 resets connections when Slack sends a burst
 
     def __init__(self, address: tuple[str, int], app: App | None, hooks: JobHooks | None,
                  health: Any = None) -> None:

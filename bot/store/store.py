@@ -179,25 +179,26 @@ class Store:
         The incident's current signature/confidence/version/hosts follow it. Returns the version.
         """
         now = self.clock()
+        # Serialise before taking the lock: other threads (the event de-duplication on Slack's ack
+        # path among them) wait on it.
+        row = {"incident_id": incident_id, "created_at": now, "trigger": trigger, "signature": signature,
+               "confidence": confidence, "report_json": json.dumps(redact_deep(report), default=str),
+               "answer_json": json.dumps(redact_deep(answer), default=str), "changes": json.dumps(redact_deep(changes))}
+        update: dict[str, Any] = {"signature": signature, "confidence": confidence, "state": state, "updated_at": now}
+        host_list = sorted(set(hosts)) if hosts is not None else None
+        if host_list is not None:
+            update["hosts"] = json.dumps(host_list)
         with self._tx() as db:
             if version is None:
                 cur = db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM diagnoses WHERE incident_id = ?",
                                  [incident_id])
                 version = int(cur.fetchone()[0])
-            db["diagnoses"].insert({
-                "incident_id": incident_id, "version": version, "created_at": now, "trigger": trigger,
-                "signature": signature, "confidence": confidence,
-                "report_json": json.dumps(redact_deep(report), default=str),
-                "answer_json": json.dumps(redact_deep(answer), default=str),
-                "changes": json.dumps(redact_deep(changes)),
-            })
-            update: dict[str, Any] = {"version": version, "signature": signature, "confidence": confidence,
-                                      "state": state, "updated_at": now}
-            if hosts is not None:
-                update["hosts"] = json.dumps(sorted(set(hosts)))
+            db["diagnoses"].insert({**row, "version": version})
+            update["version"] = version
+            if host_list is not None:
                 db.execute("DELETE FROM incident_hosts WHERE incident_id = ?", [incident_id])
                 created = db["incidents"].get(incident_id)["created_at"]
-                for host in sorted(set(hosts)):
+                for host in host_list:
                     db["incident_hosts"].insert({"incident_id": incident_id, "host": host,
                                                  "signature": signature, "created_at": created})
             db["incidents"].update(incident_id, update)
@@ -221,20 +222,20 @@ class Store:
         )
 
     def update_answer(self, incident_id: int, version: int, answer: dict[str, Any]) -> None:
+        data = json.dumps(redact_deep(answer), default=str)
         with self._tx() as db:
             db.execute("UPDATE diagnoses SET answer_json = ? WHERE incident_id = ? AND version = ?",
-                       [json.dumps(redact_deep(answer), default=str), incident_id, version])
+                       [data, incident_id, version])
 
     # -- probes and feedback ------------------------------------------------------------------------
 
     def add_probe_run(self, incident_id: int, hosts: list[str], duration_s: float,
                       results: dict[str, Any], error: str | None = None) -> int:
+        row = {"incident_id": incident_id, "created_at": self.clock(), "hosts": json.dumps(hosts),
+               "duration_s": round(duration_s, 3), "results_json": json.dumps(redact_deep(results), default=str),
+               "error": redact(error) if error else None}
         with self._tx() as db:
-            return int(db["probe_runs"].insert({
-                "incident_id": incident_id, "created_at": self.clock(), "hosts": json.dumps(hosts),
-                "duration_s": round(duration_s, 3), "results_json": json.dumps(redact_deep(results), default=str),
-                "error": redact(error) if error else None,
-            }).last_pk)
+            return int(db["probe_runs"].insert(row).last_pk)
 
     def list_probe_runs(self, incident_id: int) -> list[dict[str, Any]]:
         with self._lock:

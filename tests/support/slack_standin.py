@@ -136,8 +136,7 @@ class SlackStandIn:
         class Handler(_Handler):
             slack = standin
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True, name="slack-standin").start()
         return self
 
@@ -472,6 +471,11 @@ def _check_blocks(raw: Any, max_blocks: int = 50) -> str | None:
             if len(text) > 3000:
                 return f"block {i}: a text over 3000 characters"
     return None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # a burst of bot calls must not be reset by a 5-deep listen backlog
 
 
 class _Handler(BaseHTTPRequestHandler):
