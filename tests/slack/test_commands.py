@@ -82,3 +82,31 @@ def test_message_shortcut_on_chatter_tells_only_the_asker(bot: RunningBot, slack
     bot.wait_idle()
     assert "no known failure signature" in call.params["text"]
     assert not slack.calls_to("chat.postMessage")
+
+
+def test_job_id_is_looked_up_and_diagnosed(bot: RunningBot, slack: SlackStandIn, tmp_path) -> None:
+    from tests.slack.test_webhook import DirJobSource
+
+    log = tmp_path / "slurm-1234.out"
+    log.write_text(NCCL_999)
+    bot.bot.service.wf.job_source = DirJobSource({"slurm-1234.out": log})
+    bot.send_command("job 1234", response_url=slack.response_url())
+    headline, answer = slack.wait_for("chat.postMessage", n=2)
+    bot.wait_idle()
+    assert "Looking up job 1234" in slack.calls_to("response_url")[0].params["text"]
+    assert headline.params["channel"] == CHANNEL and "Job 1234 (llama-70b-pretrain) FAILED" in headline.params["text"]
+    assert answer.params["thread_ts"] == slack.bot_messages(CHANNEL)[0]["ts"]
+    assert "nccl-cuda-999" in answer.params["text"]
+    update = slack.calls_to("chat.update")[-1]
+    assert "asked by <@UALICE>" in section_text(update.params["blocks"])
+
+
+def test_unknown_job_is_told_to_the_asker_only(bot: RunningBot, slack: SlackStandIn, tmp_path) -> None:
+    from tests.slack.test_webhook import DirJobSource
+
+    bot.bot.service.wf.job_source = DirJobSource({})
+    bot.send_command("#4321", response_url=slack.response_url())
+    slack.wait_for("response_url", n=2)
+    bot.wait_idle()
+    assert "job 4321 is not known to the scheduler" in slack.calls_to("response_url")[1].params["text"]
+    assert not slack.calls_to("chat.postMessage")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -29,9 +30,10 @@ class DirJobSource:
         self.resolved: list[str] = []
 
     def parse_job_id(self, text: str) -> str:
-        if not text.isdigit():
-            raise InvalidJobId(f"{text!r} is not a job id")
-        return text
+        m = re.fullmatch(r"(?:job[-_ ]?|#)?(\d+)", text.strip(), re.I)
+        if not m:
+            raise InvalidJobId("That is not a job id (try 1234 or job-1234).")
+        return m.group(1)
 
     def resolve(self, job_id: str) -> JobInfo:
         self.resolved.append(job_id)
