@@ -82,7 +82,8 @@ class FeedbackFlows:
             "It counts against that signature's precision on my Home tab.")
 
     def show_evidence(self, a: ActionIn) -> None:
-        incident, rec = self._diagnosis(a.incident_id, a.version)
+        # The latest version: thread replies since the message was last edited count too.
+        incident, rec = self._diagnosis(a.incident_id)
         text = evidence_text(rec.report, self.wf.store.list_evidence(incident.id))
         if len(text) <= INLINE_EVIDENCE_MAX:
             self.wf.chat.post_notice(a.channel, incident.thread_ts, "```" + esc(text).replace("```", "`\u200b``") + "```")

@@ -58,6 +58,8 @@ class TriageBot:
             routes = Routes.load(settings.routes, settings.channel)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
+        if secret is not None and routes.default is None:
+            log.warning("the webhook is on but TRIAGE_CHANNEL is unset: jobs no TRIAGE_ROUTES rule matches get 503")
         self.service: TriageService = build_service(
             store=self.store, chat=self.gateway, prober=self.prober, job_source=load_job_source(settings.job_source),
             limits=Limits(settings.max_upload_bytes, settings.max_unpacked_bytes), routes=routes,
