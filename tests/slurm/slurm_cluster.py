@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import shutil
 import signal
 import subprocess
@@ -154,6 +155,10 @@ class SlurmCluster:
             # Accept the advertised CPUs although the host has fewer.
             "SlurmdParameters=config_overrides",
             "ReturnToService=2",
+            # Fresh job ids per start, away from any earlier run's: a job step that outlived an
+            # earlier cluster (slurmstepd survives `scontrol shutdown`) reports its end by job id
+            # and would otherwise complete the new cluster's job with the same number.
+            f"FirstJobId={random.randrange(1000, 5_000_000)}",
             "MinJobAge=86400",
             "KillWait=5",
             "InactiveLimit=0",
@@ -209,6 +214,13 @@ class SlurmCluster:
         """Stop by PID file only (never by process name): slurmctld, slurmd, and munged if ours."""
         pids = [p for p in (self._pid("slurmctld"), self._pid("slurmd")) if p]
         if pids and self.conf.exists():
+            # Jobs first: their slurmstepd and processes would outlive the daemons.
+            subprocess.run([str(BIN / "scancel"), "--partition=debug"], env=self.env, capture_output=True,
+                           timeout=30)
+            try:
+                _wait(lambda: not self._active_jobs(), 30, "jobs did not end")
+            except TimeoutError:
+                self.log.append("some jobs were still ending at shutdown")
             subprocess.run([str(BIN / "scontrol"), "shutdown"], env=self.env, capture_output=True, timeout=30)
         for pid in pids:
             _stop(pid)
@@ -221,6 +233,11 @@ class SlurmCluster:
             if pid and _alive(pid):
                 _stop(pid)
             ours.unlink()
+
+    def _active_jobs(self) -> list[str]:
+        r = subprocess.run([str(BIN / "squeue"), "-h", "-t", "RUNNING,COMPLETING,CONFIGURING,SUSPENDED", "-o",
+                            "%i"], env=self.env, capture_output=True, text=True, timeout=10)
+        return r.stdout.split() if r.returncode == 0 else []
 
     def tail_logs(self, n: int = 30) -> str:
         out = []

@@ -166,21 +166,51 @@ def test_diagnose_command_for_the_same_job(slurm: SlurmEnv, chain: Bot) -> None:
 
 
 @pytest.mark.parametrize(("text", "why"), [
-    ("job $(id)", "not a Slurm job id"),
-    ("job 1234;scancel", "not a Slurm job id"),
-    ("1" * 10_000, "10000 characters long"),
+    ("4294967295", "Slurm job ids run from 1 to 4294967293"),
+    ("job-1234_99999999", "not a Slurm job id"),
 ])
-def test_hostile_job_ids_get_a_clear_refusal(slurm: SlurmEnv, chain: Bot, text: str, why: str) -> None:
-    assert chain.running is not None
-    posted = len(chain.slack.bot_messages(CHANNEL))
-    status, _ = chain.running.send_command(text, channel=CHANNEL, response_url=chain.slack.response_url())
-    assert status == 200
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not any(why in json.dumps(r) for r in chain.slack.responses):
-        time.sleep(0.05)
-    said = json.dumps(chain.slack.responses)
+def test_invalid_job_ids_get_a_clear_private_refusal(slurm: SlurmEnv, chain: Bot, text: str, why: str) -> None:
+    responses = commands_for(chain, text)
+    said = json.dumps(responses)
     assert why in said and "1234_7" in said, said  # says what is wrong and what would work
-    assert len(chain.slack.bot_messages(CHANNEL)) == posted  # only the asker sees it; nothing ran
+
+
+@pytest.mark.parametrize("text", ["1234; rm -rf /", "$(id)", "job $(scontrol shutdown)", "`id`", "1" * 10_000])
+def test_hostile_input_never_reaches_slurm(slurm: SlurmEnv, chain: Bot, text: str) -> None:
+    # The bot may read it as pasted text rather than an id; either way no Slurm command runs,
+    # nothing appears in the channel, and only the asker gets an answer.
+    responses = commands_for(chain, text)
+    assert responses, "the asker got no reply"
+    assert slurm.cluster.node_state() in ("idle", "mixed", "allocated")
+
+
+def commands_for(chain: Bot, text: str) -> list[dict[str, Any]]:
+    """Send /diagnose `text`; return the private replies. Asserts that no Slurm command ran and
+    that nothing was posted in the channel."""
+    assert chain.running is not None
+    source = chain.running.bot.service.wf.job_source
+    ran: list[list[str]] = []
+    real = source._run
+
+    def recording(argv: list[str], timeout: float):  # noqa: ANN202
+        ran.append(argv)
+        return real(argv, timeout)
+
+    source._run = recording
+    try:
+        posted = len(chain.slack.bot_messages(CHANNEL))
+        seen = len(chain.slack.responses)
+        status, _ = chain.running.send_command(text, channel=CHANNEL, response_url=chain.slack.response_url())
+        assert status == 200
+        end = time.monotonic() + 10
+        while time.monotonic() < end and len(chain.slack.responses) == seen:
+            time.sleep(0.05)
+        chain.running.wait_idle()
+        assert ran == [], f"/diagnose {text[:40]!r} ran {ran}"
+        assert len(chain.slack.bot_messages(CHANNEL)) == posted
+        return chain.slack.responses[seen:]
+    finally:
+        source._run = real
 
 
 def test_bot_down_when_the_job_fails_then_up_gets_exactly_one_answer(slurm: SlurmEnv, chain: Bot) -> None:

@@ -93,8 +93,8 @@ def test_forgotten_job_is_found_through_sacct_completion_log(slurm: SlurmEnv, so
 
 
 def test_unknown_job_and_hostile_ids(slurm: SlurmEnv, source: SlurmJobSource) -> None:
-    with pytest.raises(JobSourceError, match="Slurm has no job 4000000"):
-        source.resolve("4000000")
+    with pytest.raises(JobSourceError, match="Slurm has no job 4200000000"):
+        source.resolve("4200000000")
     for bad in ("1; scancel 1", "$(scontrol shutdown)", "1" * 10_000):
         with pytest.raises(InvalidJobId):
             source.resolve(bad)
