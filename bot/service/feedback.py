@@ -41,12 +41,14 @@ class FeedbackFlows:
 
     def _refresh(self, incident_id: int, channel: str, message_ts: str, line: str) -> None:
         """Show the feedback on the answer message (latest version's answer, one more context line)."""
-        incident, rec = self._diagnosis(incident_id)
-        answer = Answer.from_dict(rec.answer)
-        answer.feedback = (answer.feedback + [line])[-5:]
-        # Keep the line on the stored answer too, so a later update of the message does not drop it.
-        self.wf.store.update_answer(incident_id, rec.version, answer.to_dict())
-        self.wf.chat.update_answer(channel, incident.summary_ts or message_ts, answer)
+        incident, _ = self._diagnosis(incident_id)
+        with self.wf.locks.hold(f"{incident.channel}:{incident.thread_ts}"):  # not while a re-diagnosis edits it
+            _, rec = self._diagnosis(incident_id)
+            answer = Answer.from_dict(rec.answer)
+            answer.feedback = (answer.feedback + [line])[-5:]
+            # Keep the line on the stored answer too, so a later update of the message does not drop it.
+            self.wf.store.update_answer(incident_id, rec.version, answer.to_dict())
+            self.wf.chat.update_answer(channel, incident.summary_ts or message_ts, answer)
 
     def right(self, a: ActionIn) -> None:
         _, rec = self._diagnosis(a.incident_id, a.version)

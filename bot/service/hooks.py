@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.store import Incident
 from node_agent.auth import HEADER_SIGNATURE, HEADER_TIMESTAMP, AuthError, ReplayCache, verify
 
 from .inputs import Where
@@ -100,6 +101,11 @@ class JobHooks:
             return HookResponse(400, {"error": str(exc)})
         store = self.jobs.wf.store
         existing = store.find_hook_incident(event.event_id or "")
+        if existing is not None and existing.state == "error" and not existing.headline_ts:
+            # The first attempt never reached the channel (bot not invited, Slack down): this retry
+            # is the scheduler's way of not losing the job, so try again.
+            store.update_incident(existing.id, state="diagnosing")
+            return self._submit(existing, event, existing.channel or "", retry=True)
         if existing is not None:
             return HookResponse(200, {"incident": existing.id, "status": "exists", "state": existing.state})
         channel = self.routes.channel_for(event.routing_fields())
@@ -110,10 +116,17 @@ class JobHooks:
             job=event.to_dict(), hosts=event.nodes)
         if not created:
             return HookResponse(200, {"incident": incident.id, "status": "exists", "state": incident.state})
+        return self._submit(incident, event, channel)
+
+    def _submit(self, incident: Incident, event: JobEvent, channel: str, retry: bool = False) -> HookResponse:
         try:
             where = Where(channel=channel)
             self.pool.submit(self.jobs.run, incident, event, where, where=where)
         except PoolBusy as exc:
-            store.delete_incident(incident.id)  # let the scheduler's retry open it later
+            if retry:
+                self.jobs.wf.store.update_incident(incident.id, state="error")
+            else:
+                self.jobs.wf.store.delete_incident(incident.id)  # let the scheduler's retry open it later
             return HookResponse(503, {"error": f"busy: {exc}; retry later"})
-        return HookResponse(202, {"incident": incident.id, "status": "accepted", "channel": channel})
+        return HookResponse(202, {"incident": incident.id, "status": "retrying" if retry else "accepted",
+                                  "channel": channel})

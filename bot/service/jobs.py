@@ -82,6 +82,13 @@ class JobFlows:
 
     def run(self, incident: Incident, event: JobEvent, where: Where | None = None,
             job: JobInfo | None = None) -> None:
+        try:
+            self._run(incident, event, where, job)
+        except Exception:
+            self.wf.store.update_incident(incident.id, state="error")  # not "diagnosing" forever
+            raise
+
+    def _run(self, incident: Incident, event: JobEvent, where: Where | None, job: JobInfo | None) -> None:
         """Post the channel message, resolve the job, diagnose its logs, answer in the thread.
 
         `where` (the error handler's target) learns the thread as soon as it exists; `job` is the

@@ -227,7 +227,8 @@ class Workflow:
                                       "I re-read the whole thread and found no known failure signature.")
             return Outcome(incident, None, report, [], False)
         answer, changes = self.record(incident, report, trigger=trigger, notes=notes, new_pieces=new_pieces,
-                                      probe_run=run, job_summary=previous.job if previous else None,
+                                      probe_run=run,
+                                      job_summary=previous.job if previous else (incident.subject if incident.job_id else None),
                                       job_nodes=job_nodes, previous=previous)
         changed = bool(changes) or previous is None
         if incident.summary_ts and incident.channel:

@@ -153,3 +153,18 @@ def test_healthz(bot: RunningBot) -> None:
     with urllib.request.urlopen(bot.url + "/healthz", timeout=5) as resp:
         data = json.loads(resp.read())
     assert resp.status == 200 and data["ok"] and data["store"]
+
+
+def test_a_job_that_could_not_be_posted_is_retried(bot: RunningBot, slack: SlackStandIn) -> None:
+    slack.not_in_channel.add(CHANNEL)
+    status, first = bot.send_hook(EVENT)
+    assert status == 202
+    bot.wait_idle()
+    assert bot.store.get_incident(first["incident"]).state == "error"
+    slack.not_in_channel.clear()  # someone invited the bot; the scheduler's notifier retries
+    time.sleep(1.05)
+    status, again = bot.send_hook(EVENT)
+    assert status == 202 and again["status"] == "retrying" and again["incident"] == first["incident"]
+    bot.wait_idle()
+    assert len(slack.bot_messages(CHANNEL)) == 2  # the channel message and the note in its thread
+    assert bot.store.get_incident(first["incident"]).state == "no-failure"
