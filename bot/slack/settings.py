@@ -30,7 +30,7 @@ class Settings:
     max_upload_mb: int = 200
     max_unpacked_mb: int = 4096
     retention_days: int = 90
-    workers: int = 4
+    workers: int = 8
     queue_max: int = 200
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -105,7 +105,7 @@ class Settings:
             max_upload_mb=max_upload,
             max_unpacked_mb=int(num("TRIAGE_MAX_UNPACKED_MB", max(4096, max_upload * 20), int, 1)),
             retention_days=int(num("TRIAGE_RETENTION_DAYS", 90, int, 1)),
-            workers=int(num("TRIAGE_WORKERS", 4, int, 1)),
+            workers=int(num("TRIAGE_WORKERS", 8, int, 1)),
             queue_max=int(num("TRIAGE_QUEUE_MAX", 200, int, 1)),
         )
 

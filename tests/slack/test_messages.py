@@ -214,3 +214,15 @@ def test_unknown_thread_reply_with_a_failure_opens_an_incident_there(bot: Runnin
     post = slack.wait_for("chat.postMessage")[0]
     assert post.params["thread_ts"] == parent
     assert bot.store.find_incident(CHANNEL, parent) is not None
+
+
+def test_answer_tells_how_often_the_host_failed_lately(bot: RunningBot, slack: SlackStandIn) -> None:
+    on_host = RANK3.replace("[rank3]: Cuda failure", "gpu-node-17:4242:4290 [3] NCCL WARN Cuda failure")
+    first = message_event(CHANNEL, on_host)
+    bot.send_event(first)
+    slack.wait_for("chat.postMessage")
+    bot.wait_idle()
+    assert ":repeat:" not in str(slack.calls_to("chat.postMessage")[0].params["blocks"])  # first time: nothing to say
+    bot.send_event(message_event(CHANNEL, on_host))
+    second = slack.wait_for("chat.postMessage", n=2)[1]
+    assert ":repeat: gpu-node-17: 2nd incident in 7 days: nccl-cuda-999" in section_text(second.params["blocks"])
