@@ -216,6 +216,15 @@ class Workflow:
         changed in the thread. When not: stay quiet unless `force_post` (someone asked the bot).
         """
         previous = self.previous_answer(incident)
+        if new_pieces and not force_post and previous is not None:
+            # A "thanks, draining it" reply must not cost a full re-read (big uploads are fetched
+            # from Slack again): if the new text alone matches nothing and states no fact, nothing
+            # can change.
+            alone, _ = self.engine(new_pieces)
+            if not alone.diagnoses and not _has_facts(alone.facts):
+                for p in new_pieces:
+                    self.store.add_evidence(incident.id, to_record(p, alone))
+                return Outcome(incident, previous, alone, [], False)
         pieces = self.load_pieces(incident) + new_pieces
         job_nodes = (incident.job or {}).get("nodes") or None
         report, notes, run = self.diagnose(pieces, job_nodes=job_nodes, job_id=incident.job_id)
@@ -244,6 +253,10 @@ class Workflow:
         if incident.channel and incident.thread_ts and previous is not None and (changed or force_post):
             self.chat.post_changes(incident.channel, incident.thread_ts, changes, answer)
         return Outcome(incident, answer, report, changes, changed)
+
+
+def _has_facts(facts: dict[str, Any]) -> bool:
+    return any(v not in (None, "", [], {}) for v in facts.values())
 
 
 def headline_for(answer: Answer, subject: str | None = None, requester: str | None = None) -> Headline:

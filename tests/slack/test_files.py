@@ -92,6 +92,9 @@ def test_follow_up_re_reads_a_big_upload_from_slack(bot: RunningBot, slack: Slac
     ev = share(bot, slack, big_gz, "rank3.log.gz", mimetype="application/gzip", filetype="gzip")
     slack.wait_for("chat.postMessage", timeout=120)
     bot.wait_idle()
+    bot.send_event(message_event(CHANNEL, "thanks, draining the node", thread_ts=ev["ts"], user="UBOB"))
+    bot.wait_idle()
+    assert slack.downloads == 1  # chatter in the thread does not trigger a re-read of 50 MB
     bot.send_event(message_event(CHANNEL, "@here rank 0 log:\n" + NCCL_999, thread_ts=ev["ts"], user="UBOB"))
     bot.wait_idle(120)
     assert slack.downloads == 2  # the re-diagnosis fetched the upload again instead of keeping 50 MB
