@@ -177,6 +177,14 @@ _NOT_HOSTS = re.compile(
 )
 
 
+# what a log is, written next to the host in a file name: dmesg-gpu-node-02.txt, gpu-node-02.kern.log
+_LOG_KIND = re.compile(
+    r"(?:^|[-_.])(?:dmesg|kern|kernel|journal|journalctl|syslog|messages|nvidia-smi|smi|sacct|slurmd|"
+    r"slurmctld|fabricmanager|nvidia-bug-report|stdout|stderr)(?=$|[-_.])",
+    re.I,
+)
+
+
 def parse_source_name(name: str) -> LineContext:
     """What a file name tells: `rank-3.log`, `node17.err`, `slurm-1234.out`, `gpu-node-01/rank3.txt`.
 
@@ -187,7 +195,8 @@ def parse_source_name(name: str) -> LineContext:
     path = PurePath(name)
     parts = [path.name] + [p for p in reversed(path.parts[:-1])][:2]
     for part in parts:
-        stem = part.split(".")[0] if "." in part else part
+        stem = _LOG_KIND.sub("", part).strip("-_.")
+        stem = stem.split(".")[0] if "." in stem else stem
         m = _NAME_JOB.search(part)
         if m and ctx.job_id is None:
             ctx.job_id = m.group("job")

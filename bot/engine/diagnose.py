@@ -46,11 +46,25 @@ def _time_key(ev: Evidence) -> datetime | None:
     return ev.context.timestamp
 
 
+_BLOCK_ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\)")
+
+
 def _enrich_from_block(ev: Evidence) -> None:
-    """Read rank/host/time from torchrun's 'Root Cause' block around an `exitcode :` line."""
+    """Read rank/host from torchrun's failure summary around an `exitcode :` line.
+
+    torchrun lists the other failures first and the first observed one last, under "Root Cause";
+    each entry starts with `[N]:`, so the lines are read backwards up to the entry's header and the
+    entry is marked when that header sits under "Root Cause"."""
     if not re.search(r"^\s*(?:exitcode|traceback|error_file)\s*:|failed \(exitcode", ev.text):
         return
-    for line in [*ev.before[-6:], ev.text, *ev.after[:2]]:
+    lines = [*ev.before, ev.text]
+    header = None
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if _BLOCK_ENTRY.match(line):
+            header = i
+            break
         m = _BLOCK_RANK.match(line)
         if m:
             ev.captures.setdefault("culprit_rank", m.group("rank"))
@@ -59,9 +73,27 @@ def _enrich_from_block(ev: Evidence) -> None:
         m = _BLOCK_HOST.match(line)
         if m:
             ev.captures.setdefault("culprit_host", m.group("host"))
+    if header is not None and header > 0 and _ROOT_CAUSE.search(lines[header - 1]):
+        ev.captures["culprit_root_cause"] = "1"
     m = _LOCAL_RANK.search(ev.text)
     if m and ev.context.local_rank is None:
         ev.context.local_rank = int(m.group("local"))
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+
+
+def _read_frame(ev: Evidence) -> None:
+    """The frame that raised a Python exception: the last `File "...", line N, in f` before it."""
+    if "frame" in ev.captures:
+        return
+    for line in reversed(ev.before):
+        m = _FRAME.search(line)
+        if m:
+            path = m.group("file").replace("\\", "/")
+            short = "/".join(path.split("/")[-2:]) if "site-packages" not in path else path.split("site-packages/")[-1]
+            ev.captures["frame"] = f"{short}:{m.group('line')} in {m.group('func')}"
+            return
 
 
 _LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
@@ -153,10 +185,26 @@ def _compare(a: _Group, b: _Group) -> int:
     return -1 if a.first_order < b.first_order else (1 if a.first_order > b.first_order else 0)
 
 
+def _release_claimed_lines(groups: dict[str, _Group]) -> None:
+    """A catch-all (`secondary_to: ["*"]`) keeps only the lines no other signature explains: the
+    exception that wraps an NCCL or CUDA error belongs to that error's signature."""
+    claimed = {(e.source, e.line) for g in groups.values() if "*" not in g.sig.secondary_to for e in g.evidence}
+    for g in groups.values():
+        if "*" in g.sig.secondary_to and claimed:
+            kept = [e for e in g.evidence if (e.source, e.line) not in claimed]
+            if len(kept) != len(g.evidence):
+                g.evidence = kept
+                g.count = len(kept)
+                g.per_pattern = Counter(e.pattern for e in kept)
+
+
 def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) -> str | None:
     for ref in sig.secondary_to:
         if ref == "*":
-            others = [g for sid, g in present.items() if sid != sig.id and "*" not in g.sig.secondary_to]
+            # explained by any other initiating failure; a downstream report (a watchdog timeout, a
+            # ChildFailedError) explains nothing, so the job's own exception outranks it
+            others = [g for sid, g in present.items()
+                      if sid != sig.id and "*" not in g.sig.secondary_to and not g.sig.downstream]
             if others:
                 return min(others, key=lambda g: g.first_order).sig.id
         elif ref.startswith("family:"):
@@ -181,19 +229,33 @@ def _representative(evs: list[Evidence], limit: int) -> list[Evidence]:
     return (first + rest)[:limit]
 
 
-def _values(ev: Evidence | None, init: Initiating | None, facts: Facts) -> dict[str, Any]:
+def _values(evs: list[Evidence], init: Initiating | None, facts: Facts) -> dict[str, Any]:
+    """Placeholder values: each capture from the first evidence line that has it."""
     vals: dict[str, Any] = {"job_id": facts.lookup("job_id")}
-    if ev is not None:
-        vals.update(ev.captures)
-        if "xid" in ev.captures:
-            vals.update(catalog.describe(ev.captures["xid"]))
-        vals.update({"source": ev.source, "line": ev.line, "gpu": ev.context.gpu})
+    if evs:
+        first = evs[0]
+        vals.update({"source": first.source, "line": first.line, "gpu": first.context.gpu})
+        for ev in evs:
+            for k, v in ev.captures.items():
+                vals.setdefault(k, v)
+            if vals.get("gpu") is None and ev.context.gpu is not None:
+                vals["gpu"] = ev.context.gpu
+        if "xid" in vals:
+            for k, v in catalog.describe(vals["xid"]).items():
+                vals.setdefault(k, v)
+        if vals.get("gpu") is None and vals.get("pci"):
+            vals["gpu"] = _bus_id(str(vals["pci"]))  # nvidia-smi -i takes a PCI bus id
     if init is not None:
         vals.update({"host": init.host, "rank": init.rank})
     vals = {k: v for k, v in vals.items() if v is not None}
     vals.setdefault("host", "<host>")
     vals.setdefault("job_id", "<job id>")
     return vals
+
+
+def _bus_id(pci: str) -> str:
+    pci = pci.strip().removeprefix("PCI:")
+    return pci if re.search(r"\.\d$", pci) else pci + ".0"
 
 
 def rank_causes(sig: Signature, env: Env) -> list[CauseResult]:
@@ -257,8 +319,9 @@ def _initiating(groups: list[_Group], facts: Facts, sources: dict[str, SourceInf
     asks: list[str] = []
     evs = top.evidence
     # a named culprit (torchrun's root-cause block) beats inference
-    for e in evs:
-        if "culprit_rank" in e.captures or "culprit_host" in e.captures:
+    named = [e for e in evs if "culprit_rank" in e.captures or "culprit_host" in e.captures]
+    named.sort(key=lambda e: ("culprit_root_cause" not in e.captures, e.order))
+    for e in named[:1]:
             rank, host = _resolve_rank_host(e, facts, sources)
             return Initiating(top.sig.id, rank, host, e.source, e.line, e.context.timestamp,
                               "named as the first observed failure by the launcher"), asks
@@ -339,10 +402,12 @@ def build_report(
             g = groups_by_id[sig.id] = _Group(sig)
         _enrich_from_block(ev)
         _read_last_error(ev)
+        _read_frame(ev)
         _infer_time(ev)
         if ev.context.host is None and ev.context.rank is not None:
             ev.context.host = rank_hosts.get(ev.context.rank)
         g.add(ev)
+    _release_claimed_lines(groups_by_id)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
     for g in present.values():
         by = _is_secondary(g.sig, present, library)
@@ -374,7 +439,7 @@ def build_report(
         env = Env(present=first_evidence, facts=facts, evidence=g.evidence, probes=view)
         causes = rank_causes(g.sig, env)
         rep = _representative(g.evidence, MAX_KEPT_EVIDENCE)
-        vals = _values(rep[0] if rep else None, init if init and init.signature == g.sig.id else None, facts)
+        vals = _values(rep, init if init and init.signature == g.sig.id else None, facts)
         for c in causes:
             if c.next_action:
                 c.next_action.text = fill(c.next_action.text, vals)

@@ -17,7 +17,7 @@ import yaml
 
 from .literals import LiteralError, required_literals
 
-CACHE_VERSION = 1  # bump when the cached document format changes
+CACHE_VERSION = 2  # bump when the cached document format changes
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~10x faster
 VERIFY_TIMEOUT_S = 0.5  # per regex call: a pathological pattern cannot hang a scan
 REGEX_FLAGS = regex.ASCII | regex.VERSION0  # ASCII \b and \w, as hyperscan and `rg (?-u)` see them
@@ -86,7 +86,15 @@ class Pattern:
     sources: frozenset[str]
     min_count: int
     index: int = -1  # position in Library.patterns
+    context: str | None = None  # must also match the lines around the hit (8 before, 3 after)
     _compiled: regex.Pattern[str] | None = None
+    _context: regex.Pattern[str] | None = None
+
+    @property
+    def context_regex(self) -> regex.Pattern[str] | None:
+        if self.context and self._context is None:
+            self._context = compile_regex(self.context, ignorecase=True)
+        return self._context
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -173,6 +181,8 @@ def _check_patterns(doc: dict[str, Any], path: str, problems: list[Problem]) -> 
         where = f"pattern {raw['name']!r}"
         try:
             compile_regex(raw["regex"], ignorecase)
+            if raw.get("context"):
+                compile_regex(raw["context"], ignorecase=True)
         except regex.error as exc:
             problems.append(Problem(path, f"{where}: regex does not compile: {exc}"))
             ok = False
@@ -210,6 +220,7 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
                 role=raw.get("role", "primary"),
                 sources=frozenset(raw.get("sources") or ["any"]),
                 min_count=int(raw.get("min_count", 1)),
+                context=raw.get("context"),
             )
         )
     excludes = []

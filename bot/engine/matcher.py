@@ -123,6 +123,14 @@ class Matcher:
             return None
         if m is None:
             return None
+        if pat.context:
+            around = "\n".join(hit.before + [text] + hit.after)
+            try:
+                if not pat.context_regex.search(around, timeout=VERIFY_TIMEOUT_S):
+                    return None
+            except TimeoutError:
+                stats.timeouts.append(f"{pat.signature}/{pat.name} context gave up on {source}:{hit.line}")
+                return None
         for excl, scope in self.excludes.get(pat.signature, ()):
             hay = text if scope == "line" else "\n".join(hit.before + [text] + hit.after)
             try:

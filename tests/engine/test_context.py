@@ -71,3 +71,9 @@ def test_slurm_verdict_gives_job_and_host() -> None:
 def test_source_names(name: str, rank, host, job) -> None:  # noqa: ANN001
     ctx = parse_source_name(name)
     assert (ctx.rank, ctx.host, ctx.job_id) == (rank, host, job)
+
+
+@pytest.mark.parametrize("name", ["dmesg-gpu-node-02.txt", "gpu-node-02-dmesg.log", "journal-gpu-node-02.log",
+                                  "gpu-node-02.kern.log", "gpu-node-02_syslog", "nvidia-smi-gpu-node-02.txt"])
+def test_kernel_log_file_names_name_the_host(name: str) -> None:
+    assert parse_source_name(name).host == "gpu-node-02"

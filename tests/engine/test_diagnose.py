@@ -146,3 +146,42 @@ def test_wrapper_reads_the_last_error_that_follows(fixture_library) -> None:  # 
     assert rep.diagnoses[0].evidence[0].captures["last_error"] == "Attribute busid of node nic not found"
     rep = _diag(fixture_library, [("a", "FIXTURE WRAPPER. Last error: socket closed\n")])
     assert rep.diagnoses[0].evidence[0].captures["last_error"] == "socket closed"
+
+
+def test_pattern_context_must_match_around_the_hit(fixture_library) -> None:  # noqa: ANN001
+    shm = ('  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__\n'
+           "    sl = self._semlock = _multiprocessing.SemLock(\nOSError: FIXTURE NO SPACE\n")
+    rep = _diag(fixture_library, [("a", shm)])
+    assert rep.diagnoses[0].signature == "fx-shm-full"
+    assert rep.diagnoses[0].summary == "/dev/shm is full (multiprocessing/synchronize.py:57 in __init__)."
+    assert _diag(fixture_library, [("a", "writing /data/x\nFIXTURE NO SPACE\n")]).diagnoses == []
+
+
+def test_catch_all_outranks_downstream_but_not_initiating(fixture_library) -> None:  # noqa: ANN001
+    rep = _diag(fixture_library, [("a", "[rank0]: [Rank 0] FIXTURE TIMEOUT seq=3\n[rank3]: FixtureError: 'labels'\n")])
+    assert [d.signature for d in rep.diagnoses] == ["fx-catchall", "fx-downstream"]
+    assert rep.initiating.rank == 3
+    rep = _diag(fixture_library, [("a", "FIXTURE BOOM code=1\n[rank3]: FixtureError: wrapped\n")])
+    assert [d.signature for d in rep.diagnoses] == ["fx-initiating", "fx-catchall"]
+
+
+def test_catch_all_leaves_lines_another_signature_explains(fixture_library) -> None:  # noqa: ANN001
+    # the exception line that wraps a downstream report belongs to that report, not to the catch-all
+    rep = _diag(fixture_library, [("a", "FixtureError: FIXTURE TIMEOUT seq=4\n")])
+    assert [d.signature for d in rep.diagnoses] == ["fx-downstream"]
+
+
+def test_root_cause_entry_wins_over_other_failures(fixture_library) -> None:  # noqa: ANN001
+    block = ("Failures:\n[1]:\n  time      : 2024-06-26_05:20:41\n  host      : node17\n"
+             "  rank      : 9 (local_rank: 1)\n  exitcode  : -9 (pid: 1235) FIXTURE BOOM code=9\n"
+             "  error_file: <N/A>\n------------------------------------------------------------\n"
+             "Root Cause (first observed failure):\n[0]:\n  time      : 2024-06-26_05:20:11\n"
+             "  host      : node18\n  rank      : 11 (local_rank: 3)\n  exitcode  : -9 (pid: 1237) FIXTURE BOOM code=9\n")
+    rep = _diag(fixture_library, [("torchrun.log", block)])
+    assert (rep.initiating.rank, rep.initiating.host) == (11, "node18")
+
+
+def test_placeholders_come_from_any_evidence_line(fixture_library) -> None:  # noqa: ANN001
+    # the first evidence line has no `code` capture (a supporting line); a later one has it
+    rep = _diag(fixture_library, [("a", "node2:1:1 [0] NCCL WARN FIXTURE CONTEXT\nFIXTURE BOOM code=42\n")])
+    assert rep.diagnoses[0].summary.startswith("Initiating failure with code 42")
