@@ -27,6 +27,9 @@ HELP = (
 # JobId=1234, array tasks 1234_7, het job components 1234+1.
 _JOB_LIKE = re.compile(r"^(?:job(?:id)?\s*[-_#=:]?\s*|#)?\d+(?:[_+.]\d+)?$", re.I)
 _HOST_WORDS = ("hosts", "host", "nodes", "node")
+# One line that starts like a job id but is not one (`1234; rm -rf /`, `$(id)`, `job 12 && x`): the
+# user meant a job, so they get the job source's refusal rather than "no failure found in your text".
+_ATTEMPTED_JOB = re.compile(r"^\s*(?:job\b|#|\d|\$\(|`)", re.I)
 
 
 class SlashFlows:
@@ -58,6 +61,12 @@ class SlashFlows:
         log_text = slack_text_to_log(cmd.text)
         piece = prepare("slash", "pasted text", log_text.encode("utf-8"), author=cmd.user)
         report, notes = self.wf.engine([piece])
+        if not report.diagnoses and "\n" not in cmd.text.strip() and _ATTEMPTED_JOB.match(cmd.text):
+            try:
+                self.wf.job_source.parse_job_id(cmd.text.strip())
+            except JobSourceError as exc:  # InvalidJobId too; the message never echoes the input
+                self._reply(cmd, str(exc))
+                return
         if not report.diagnoses:
             self._reply(cmd, "I found no known failure signature in the text you gave. Paste more of the log (the "
                              "lines before the traceback matter), or attach the file in the channel and mention me.")

@@ -110,3 +110,16 @@ def test_unknown_job_is_told_to_the_asker_only(bot: RunningBot, slack: SlackStan
     bot.wait_idle()
     assert "job 4321 is not known to the scheduler" in slack.calls_to("response_url")[1].params["text"]
     assert not slack.calls_to("chat.postMessage")
+
+
+def test_hostile_job_id_gets_a_clear_refusal_not_a_log_answer(bot: RunningBot, slack: SlackStandIn) -> None:
+    # Without a job source the refusal says so; the text is never treated as a log to diagnose.
+    for text in ("1234; rm -rf /", "$(id)", "`id`"):
+        seen = len(slack.calls_to("response_url"))
+        bot.send_command(text, response_url=slack.response_url())
+        calls = slack.wait_for("response_url", n=seen + 1)
+        said = calls[-1].params["text"]
+        assert "No job source is configured" in said and "no known failure" not in said
+        assert text not in said
+    bot.wait_idle()
+    assert not slack.calls_to("chat.postMessage")

@@ -177,10 +177,13 @@ def test_invalid_job_ids_get_a_clear_private_refusal(slurm: SlurmEnv, chain: Bot
 
 @pytest.mark.parametrize("text", ["1234; rm -rf /", "$(id)", "job $(scontrol shutdown)", "`id`", "1" * 10_000])
 def test_hostile_input_never_reaches_slurm(slurm: SlurmEnv, chain: Bot, text: str) -> None:
-    # The bot may read it as pasted text rather than an id; either way no Slurm command runs,
-    # nothing appears in the channel, and only the asker gets an answer.
+    # No Slurm command runs, nothing appears in the channel, and the asker gets a clear refusal
+    # that says what a job id looks like without echoing what was typed.
     responses = commands_for(chain, text)
     assert responses, "the asker got no reply"
+    said = json.dumps(responses)
+    assert "not a Slurm job id" in said and "1234_7" in said, said
+    assert text[:12] not in said or text[:12].isdigit()
     assert slurm.cluster.node_state() in ("idle", "mixed", "allocated")
 
 
