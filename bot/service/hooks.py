@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
 _FIELD = re.compile(r"^[\w.:@+\-\[\], /#=]{1,200}$")  # printable, bounded; ids never reach a shell anyway
+_UNSAFE = re.compile(r"[^\w.:@+\-\[\], /#=]")
+_DISPLAY_ONLY = {"name"}  # a job name like "train (v2)" is free text
 
 
 @dataclass
@@ -61,6 +63,8 @@ def parse_event(body: bytes) -> JobEvent:
         if not isinstance(v, (str, int)):
             raise ValueError(f"{key} must be a string")
         v = str(v)
+        if key in _DISPLAY_ONLY:  # shown, never looked up: clean it rather than lose the event
+            v = _UNSAFE.sub("_", v)[:200] or "_"
         if not _FIELD.match(v):
             raise ValueError(f"{key} holds characters or a length not allowed in a job field")
         out[key] = v

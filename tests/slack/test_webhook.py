@@ -7,6 +7,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.jobs import InvalidJobId, JobInfo, JobLog, JobSourceError
 from tests.slack.logs import NCCL_999
 from tests.slack.test_messages import section_text
@@ -168,3 +170,12 @@ def test_a_job_that_could_not_be_posted_is_retried(bot: RunningBot, slack: Slack
     bot.wait_idle()
     assert len(slack.bot_messages(CHANNEL)) == 2  # the channel message and the note in its thread
     assert bot.store.get_incident(first["incident"]).state == "no-failure"
+
+
+def test_free_text_job_name_is_cleaned_not_refused() -> None:
+    from bot.service.hooks import parse_event
+
+    ev = parse_event(json.dumps({"event_id": "eos:77:1", "job_id": "77", "name": "train (v2) <b>"}).encode())
+    assert ev.name == "train _v2_ _b_" and ev.job_id == "77"
+    with pytest.raises(ValueError, match="job_id"):
+        parse_event(json.dumps({"event_id": "e", "job_id": "77 (v2)"}).encode())
