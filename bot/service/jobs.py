@@ -120,6 +120,10 @@ class JobFlows:
             pieces, more = job_pieces(job, limit=wf.limits.max_upload) \
                 if job else ([], [])
             notes += more
+            if job is not None:  # why a log was not read (not found, not the job user's, glob cap)
+                notes += [str(p) for p in job.extra.get("log_problems") or []]
+                if job.extra.get("note"):
+                    notes.append(str(job.extra["note"]))
             if not pieces:
                 self._finish_without_diagnosis(incident, subj, "I could not read any of the job's logs.", notes)
                 return

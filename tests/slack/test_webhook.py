@@ -26,9 +26,11 @@ class DirJobSource:
 
     name = "dir"
 
-    def __init__(self, logs: dict[str, Path], verdict: list[str] | None = None) -> None:
+    def __init__(self, logs: dict[str, Path], verdict: list[str] | None = None,
+                 log_problems: list[str] | None = None) -> None:
         self.logs = logs
         self.verdict = verdict or []
+        self.log_problems = log_problems or []
         self.resolved: list[str] = []
 
     def parse_job_id(self, text: str) -> str:
@@ -44,7 +46,7 @@ class DirJobSource:
         return JobInfo(job_id=job_id, name="llama-70b-pretrain", user="alice", state="FAILED", exit_code="1:0",
                        partition="h200", cluster="eos", nodes=["gpu-h200-07", "gpu-h200-08"],
                        logs=[JobLog(name=n, path=str(p)) for n, p in self.logs.items()],
-                       verdict_lines=self.verdict)
+                       verdict_lines=self.verdict, extra={"log_problems": self.log_problems})
 
 
 def test_signed_event_opens_an_incident_naming_the_job(bot: RunningBot, slack: SlackStandIn) -> None:
@@ -179,3 +181,13 @@ def test_free_text_job_name_is_cleaned_not_refused() -> None:
     assert ev.name == "train _v2_ _b_" and ev.job_id == "77"
     with pytest.raises(ValueError, match="job_id"):
         parse_event(json.dumps({"event_id": "e", "job_id": "77 (v2)"}).encode())
+
+
+def test_unreadable_job_logs_say_why(bot: RunningBot, slack: SlackStandIn) -> None:
+    why = "/scratch/alice/run7/slurm-1234.out is not owned by the job's user; not read"
+    bot.bot.service.wf.job_source = DirJobSource({}, log_problems=[why])
+    assert bot.send_hook(EVENT)[0] == 202
+    slack.wait_for("chat.postMessage", n=2)
+    bot.wait_idle()
+    said = " ".join(json.dumps(c.params) for c in slack.calls_to("chat.postMessage") + slack.calls_to("chat.update"))
+    assert "could not read any of the job" in said and "not owned by the job" in said
