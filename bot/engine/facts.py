@@ -156,7 +156,7 @@ class Facts:
         return None
 
 
-def apply_fact(facts: Facts, fp: FactPattern, text: str, host: str | None) -> None:
+def apply_fact(facts: Facts, fp: FactPattern, text: str) -> None:
     if facts.hits[fp.name] >= MAX_FACT_HITS:
         return
     m = fp.regex.search(text)

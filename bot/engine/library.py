@@ -91,6 +91,11 @@ class Pattern:
     _context: regex.Pattern[str] | None = None
 
     @property
+    def anchored(self) -> bool:
+        """Whether the regex anchors to a line start (then it must see the prefix-free message)."""
+        return "^" in self.source
+
+    @property
     def context_regex(self) -> regex.Pattern[str] | None:
         if self.context and self._context is None:
             self._context = compile_regex(self.context, ignorecase=True)

@@ -49,7 +49,7 @@ class Matcher:
         self.library = library
         items = [(p.literals, p.ignorecase) for p in library.patterns]
         items += [(f.literals, f.ignorecase) for f in FACT_PATTERNS]
-        self.plan = ScanPlan.build(items)
+        self.plan = ScanPlan.build(items, context_items=len(library.patterns))
         self.n_patterns = len(library.patterns)
         self.backend = make_backend(self.plan, backend)
         self.excludes = {sid: sig.excludes for sid, sig in library.signatures.items()}
@@ -68,19 +68,17 @@ class Matcher:
         stats: VerifyStats,
     ) -> list[Evidence]:
         stats.candidates += 1
-        items = sorted({i for lit in hit.literal_ids for i in self.plan.items_of[lit]})
+        ids = hit.literal_ids
+        items = sorted({i for lit in ids for i in self.plan.items_of[lit]}) if len(ids) > 1 else self.plan.items_of[ids[0]]
         out: list[Evidence] = []
         seen_sigs: set[str] = set()
-        ctx: LineContext | None = None
         # progress bars overwrite themselves with \r; each segment is its own message
         segments = [s for s in hit.text.split("\r") if s.strip()] if "\r" in hit.text else [hit.text]
         for item in items:
             if item >= self.n_patterns:
                 fp = FACT_PATTERNS[item - self.n_patterns]
-                if ctx is None:
-                    ctx = parse_line(segments[-1]).merged_with(source_ctx)
                 for seg in segments:
-                    apply_fact(facts, fp, seg, ctx.host)
+                    apply_fact(facts, fp, seg)
                 continue
             pat = self.library.patterns[item]
             if pat.signature in seen_sigs:
@@ -108,16 +106,24 @@ class Matcher:
         if "any" not in pat.sources and line_kind(text) not in pat.sources:
             return None
         # patterns see the message without launcher prefixes ("[rank0]: ", "3: ", "host: "), so `^`
-        # means the start of the message; the raw line is tried too in case peeling went too far
-        ctx = parse_line(text)
+        # means the start of the message; the raw line is tried too in case peeling went too far.
+        # Unanchored patterns try the raw line first: most candidates fail, and need no parsing.
+        ctx = None
         m = None
         shift = 0
         try:
-            for hay in (ctx.body, text) if ctx.body != text else (text,):
-                m = pat.compiled.search(hay, timeout=VERIFY_TIMEOUT_S)
-                if m is not None:
-                    shift = len(text) - len(hay) if hay is ctx.body and text.endswith(hay) else 0
-                    break
+            if not pat.anchored:
+                m = pat.compiled.search(text, timeout=VERIFY_TIMEOUT_S)
+                if m is None:
+                    return None
+                ctx = parse_line(text)
+            else:
+                ctx = parse_line(text)
+                for hay in (ctx.body, text) if ctx.body != text else (text,):
+                    m = pat.compiled.search(hay, timeout=VERIFY_TIMEOUT_S)
+                    if m is not None:
+                        shift = len(text) - len(hay) if hay is ctx.body and text.endswith(hay) else 0
+                        break
         except TimeoutError:
             stats.timeouts.append(f"{pat.signature}/{pat.name} gave up on {source}:{hit.line} after {VERIFY_TIMEOUT_S}s")
             return None

@@ -101,7 +101,8 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
     chunks: Iterator[bytes] = read_chunks(src, job.start, job.end)
     if src.compression:
         chunks = _prefetch(chunks)
-    rng = scan_chunks(_counting(chunks, counter), matcher.backend, leading=_leading_lines(src, job.start))
+    rng = scan_chunks(_counting(chunks, counter), matcher.backend, leading=_leading_lines(src, job.start),
+                      needs_context=matcher.plan.needs_context)
     base_ctx = parse_source_name(src.label or src.name)
     facts = Facts()
     stats = VerifyStats()

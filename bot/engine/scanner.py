@@ -35,9 +35,12 @@ class ScanPlan:
     literals: list[str]
     ignorecase: list[bool]
     items_of: list[tuple[int, ...]]  # literal index -> item indices
+    # literal index -> whether a hit needs the lines around it (facts need only their own line)
+    needs_context: list[bool] = field(default_factory=list)
 
     @classmethod
-    def build(cls, items: Iterable[tuple[Iterable[str], bool]]) -> ScanPlan:
+    def build(cls, items: Iterable[tuple[Iterable[str], bool]], context_items: int | None = None) -> ScanPlan:
+        """`items` are (literals, ignorecase); the first `context_items` of them need context lines."""
         index: dict[tuple[str, bool], int] = {}
         literals: list[str] = []
         flags: list[bool] = []
@@ -51,7 +54,9 @@ class ScanPlan:
                     flags.append(ci)
                     owners.append([])
                 owners[index[key]].append(item)
-        return cls(literals, flags, [tuple(o) for o in owners])
+        limit = len(owners) if context_items is None else context_items
+        needs = [any(i < limit for i in o) for o in owners] if context_items is not None else [True] * len(owners)
+        return cls(literals, flags, [tuple(o) for o in owners], needs)
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
@@ -188,7 +193,8 @@ def _last_lines(buf: bytes, end: int, n: int) -> list[bytes]:
     return out
 
 
-def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None) -> RangeScan:  # noqa: ANN001
+def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None,  # noqa: ANN001
+                needs_context: list[bool] | None = None) -> RangeScan:
     """Scan a stream of byte chunks line by line; return candidate lines with a little context."""
     hits: list[RawHit] = []
     problems: list[str] = []
@@ -269,6 +275,10 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     text = buf[lo:hi].decode("utf-8", "replace")
                 else:
                     text = buf[ls:le].decode("utf-8", "replace")
+                if needs_context is not None and not any(needs_context[i] for i in lits):
+                    # fact-only lines (NCCL init chatter can be 10% of a log): no context to build
+                    hits.append(RawHit(line_base + count + 1, text, tuple(lits), [], []))
+                    continue
                 before_b = _last_lines(buf, ls, BEFORE)
                 if len(before_b) < BEFORE and count < BEFORE:
                     before_b = (tail + before_b)[-BEFORE:]
