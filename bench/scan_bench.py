@@ -102,30 +102,33 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     peak_tree = 0
+    peak_one = 0
     stop = threading.Event()
 
-    def tree_rss() -> int:
-        total = 0
-        pids = [proc.pid]
+    def rss_of(pid: int) -> int:
         try:
-            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            pids += [int(k) for k in kids]
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
         except OSError:
             pass
-        for pid in pids:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-            except OSError:
-                pass
-        return total
+        return 0
+
+    def tree_rss() -> tuple[int, int]:
+        pids = [proc.pid]
+        try:
+            pids += [int(k) for k in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        except OSError:
+            pass
+        sizes = [rss_of(p) for p in pids]
+        return sum(sizes), max(sizes, default=0)
 
     def sample() -> None:
-        nonlocal peak_tree
+        nonlocal peak_tree, peak_one
         while not stop.is_set():
-            peak_tree = max(peak_tree, tree_rss())
-            time.sleep(0.02)
+            tree, one = tree_rss()
+            peak_tree, peak_one = max(peak_tree, tree), max(peak_one, one)
+            time.sleep(0.01)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -133,9 +136,6 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
     wall = time.monotonic() - t0
     stop.set()
     th.join()
-    import resource
-
-    peak_one = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return wall, peak_one, peak_tree, out
 
 
@@ -192,7 +192,8 @@ def main() -> int:
           f"scan {stats.get('scan_s')}s, {size_mb / wall:.0f} MB/s end to end, "
           f"peak RSS {one / 1024:.0f} MB largest process / {tree / 1024:.0f} MB process tree")
     print(f"  found: {[d['signature'] for d in rep['diagnoses']][:5]}; candidate lines {stats.get('candidate_lines')}")
-    print(f"{ref_name}: wall {rwall:.2f}s, {size_mb / rwall:.0f} MB/s")
+    print(f"{ref_name}: wall {rwall:.2f}s, {size_mb / rwall:.0f} MB/s, peak RSS {best['ref'][1] / 1024:.0f} MB "
+          "(rg maps the file: its RSS counts page cache)")
     print(f"ratio triage wall / {ref_name.split()[0]} wall: {wall / rwall:.2f}   "
           f"(scan only: {float(stats.get('scan_s', wall)) / rwall:.2f})")
     if not args.keep and not args.log:
