@@ -171,46 +171,41 @@ def read_chunks(source: Source, start: int = 0, end: int | None = None) -> Itera
 
 
 def _read_chunks(source: Source, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-    """Yield the source's bytes in chunks; record (not raise) decompression problems."""
+    """Yield the source's bytes in chunks; record (not raise) open and decompression problems."""
     if source.stdin and source.compression is None:
         peek = getattr(sys.stdin.buffer, "peek", None)
         if peek is not None:
             source.compression = _compression(peek(4)[:4], source.name)
-    if source.compression == "gzip":
-        try:
-            fh = source.open()
-        except OSError as exc:
-            source.problems.append(f"cannot open: {exc.strerror or exc}")
-            return
-        try:
-            yield from _gunzip(source, fh)
-        finally:
-            if not source.stdin:
-                fh.close()
-        return
     try:
         fh = source.open()
     except OSError as exc:
         source.problems.append(f"cannot open: {exc.strerror or exc}")
         return
     try:
-        if start:
-            fh.seek(start)
-        remaining = None if end is None else end - start
-        while remaining is None or remaining > 0:
-            want = CHUNK if remaining is None else min(CHUNK, remaining)
-            try:
-                data = fh.read(want)
-            except Exception as exc:  # zstandard raises its own ZstdError
-                if type(exc).__name__ == "ZstdError":
-                    source.problems.append(f"zstd stream is corrupt ({exc}); diagnosed what could be read")
-                    return
-                raise
-            if not data:
-                return
-            if remaining is not None:
-                remaining -= len(data)
-            yield data
+        if source.compression == "gzip":
+            yield from _gunzip(source, fh)
+        else:
+            yield from _plain(source, fh, start, end)
     finally:
         if not source.stdin:
             fh.close()
+
+
+def _plain(source: Source, fh: BinaryIO, start: int, end: int | None) -> Iterator[bytes]:
+    if start:
+        fh.seek(start)
+    remaining = None if end is None else end - start
+    while remaining is None or remaining > 0:
+        want = CHUNK if remaining is None else min(CHUNK, remaining)
+        try:
+            data = fh.read(want)
+        except Exception as exc:  # zstandard raises its own ZstdError
+            if type(exc).__name__ == "ZstdError":
+                source.problems.append(f"zstd stream is corrupt ({exc}); diagnosed what could be read")
+                return
+            raise
+        if not data:
+            return
+        if remaining is not None:
+            remaining -= len(data)
+        yield data
