@@ -206,6 +206,7 @@ def parse_source_name(name: str) -> LineContext:
             ctx.rank = int(m.group("rank"))
             continue
         m = _NAME_HOST.match(stem)
-        if m and ctx.host is None and not _NOT_HOSTS.fullmatch(m.group("host")):
+        # "t1.log", "a2.txt" are scratch names, not hosts
+        if m and ctx.host is None and len(m.group("host")) >= 3 and not _NOT_HOSTS.fullmatch(m.group("host")):
             ctx.host = m.group("host")
     return ctx

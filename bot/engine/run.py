@@ -97,11 +97,88 @@ def _counting(chunks: Iterator[bytes], counter: object | None) -> Iterator[bytes
         yield c
 
 
+UNWRAP_MAX_BYTES = 4 << 20  # pastes and excerpts: where terminal hard-wraps come from
+WRAP_MIN_WIDTH = 60
+
+
+class _Keep:
+    """Pass chunks through, keeping a copy while the stream stays small."""
+
+    def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
+        self.chunks, self.limit = chunks, limit
+        self.kept: list[bytes] | None = []
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for c in self.chunks:
+            self.size += len(c)
+            if self.kept is not None:
+                if self.size > self.limit:
+                    self.kept = None
+                else:
+                    self.kept.append(c)
+            yield c
+
+
+def wrap_width(lines: list[bytes]) -> int | None:
+    """The column at which a terminal may have hard-wrapped these lines: the longest length, when no
+    line of it ends the text (a wrapped line always has a continuation)."""
+    lengths = [len(x.rstrip(b"\r")) for x in lines]
+    while lengths and lengths[-1] == 0:
+        lengths.pop()
+    longest = max(lengths, default=0)
+    if longest < WRAP_MIN_WIDTH or lengths[-1] == longest:
+        return None
+    return longest
+
+
+def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, base_ctx: LineContext,
+                        found: set[str]) -> list[Evidence]:
+    """Rejoin hard-wrapped lines and look again, for signatures the wrapped text hid.
+
+    Terminals and issue threads wrap long messages at a fixed width, even mid-word ("an i" /
+    "llegal memory access"); a line of exactly the wrap width continues on the next one."""
+    lines = data.split(b"\n")
+    width = wrap_width(lines)
+    if width is None:
+        return []
+    joined: list[bytes] = []
+    first_line: list[int] = []
+    cur: list[bytes] = []
+    start = 0
+    for i, line in enumerate(lines):
+        if not cur:
+            start = i
+        cur.append(line.rstrip(b"\r"))
+        if len(cur[-1]) != width:
+            joined.append(b"".join(cur))
+            first_line.append(start + 1)
+            cur = []
+    if cur:
+        joined.append(b"".join(cur))
+        first_line.append(start + 1)
+    if len(joined) == len(lines):
+        return []
+    rng = scan_chunks(iter([b"\n".join(joined)]), matcher.backend, needs_context=matcher.plan.needs_context)
+    stats, facts = VerifyStats(), Facts()
+    out = []
+    for hit in rng.hits:
+        for ev in matcher.verify(hit, src.name, base_ctx, job.index * ORDER_STRIDE, facts, stats):
+            if ev.signature in found:
+                continue
+            ev.line = first_line[min(ev.line, len(first_line)) - 1]
+            ev.order = job.index * ORDER_STRIDE + ev.line
+            ev.captures.setdefault("unwrapped", f"joined lines hard-wrapped at {width} columns")
+            out.append(ev)
+    return out
+
+
 def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = None) -> _JobResult:
     chunks: Iterator[bytes] = read_chunks(src, job.start, job.end)
     if src.compression:
         chunks = _prefetch(chunks)
-    rng = scan_chunks(_counting(chunks, counter), matcher.backend, leading=_leading_lines(src, job.start),
+    keep = _Keep(_counting(chunks, counter), UNWRAP_MAX_BYTES if job.start == 0 and job.end is None else -1)
+    rng = scan_chunks(iter(keep), matcher.backend, leading=_leading_lines(src, job.start),
                       needs_context=matcher.plan.needs_context)
     base_ctx = parse_source_name(src.label or src.name)
     facts = Facts()
@@ -109,6 +186,9 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
     evidence: list[Evidence] = []
     for hit in rng.hits:
         evidence.extend(matcher.verify(hit, src.name, base_ctx, job.index * ORDER_STRIDE, facts, stats))
+    if keep.kept:
+        evidence.extend(_unwrapped_evidence(matcher, src, b"".join(keep.kept), job, base_ctx,
+                                            {e.signature for e in evidence}))
     return _JobResult(job.index, job.part, evidence, facts, rng.lines, rng.bytes_read,
                       rng.problems + src.problems, stats)
 

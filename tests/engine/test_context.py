@@ -67,6 +67,8 @@ def test_slurm_verdict_gives_job_and_host() -> None:
     ("worker_5.log", 5, None, None),
     ("log.txt", None, None, None),
     ("stdout", None, None, None),
+    ("t1.log", None, None, None),  # a scratch name, not a host
+    ("n12.log", None, "n12", None),
 ])
 def test_source_names(name: str, rank, host, job) -> None:  # noqa: ANN001
     ctx = parse_source_name(name)

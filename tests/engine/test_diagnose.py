@@ -185,3 +185,25 @@ def test_placeholders_come_from_any_evidence_line(fixture_library) -> None:  # n
     # the first evidence line has no `code` capture (a supporting line); a later one has it
     rep = _diag(fixture_library, [("a", "node2:1:1 [0] NCCL WARN FIXTURE CONTEXT\nFIXTURE BOOM code=42\n")])
     assert rep.diagnoses[0].summary.startswith("Initiating failure with code 42")
+
+
+def _hard_wrap(text: str, width: int) -> str:
+    return "\n".join(line[i:i + width] for line in text.splitlines() for i in range(0, max(len(line), 1), width)) + "\n"
+
+
+def test_terminal_hard_wrapped_lines_are_rejoined(fixture_library) -> None:  # noqa: ANN001
+    # A pasted terminal wraps at a fixed width, even mid-word: "FIXTURE BO" / "OM code=7".
+    head = "x" * 62 + " FIXTURE BO"
+    text = "step 1 loss 2.3\n" + head + "OM code=7 on the device\nshort tail line\n"
+    wrapped = _hard_wrap(text, len(head))
+    assert "FIXTURE BOOM" not in wrapped
+    r = _diag(fixture_library, [("paste.log", wrapped)])
+    assert [d.signature for d in r.diagnoses] == ["fx-initiating"]
+    ev = r.diagnoses[0].evidence[0]
+    assert ev.line == 2 and "hard-wrapped" in ev.captures["unwrapped"]
+
+
+def test_lines_shorter_than_the_widest_are_not_joined(fixture_library) -> None:  # noqa: ANN001
+    # the split line is not at the text's widest column, so it is not a terminal wrap
+    text = "FIXTURE BO\nOM code=7\n" + "y" * 80 + "\nlast\n"
+    assert _diag(fixture_library, [("a.log", text)]).diagnoses == []
