@@ -41,6 +41,8 @@ _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
 _HOST_PREFIX = re.compile(r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): ")
+# stream tags glued to each line by Azure ML and some launchers: "[stderr]ModuleNotFoundError: ..."
+_STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) ")
 
@@ -117,6 +119,10 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             if ctx.rank is None:
                 ctx.rank = int(m.group("rank"))
+            body = body[m.end():]
+            continue
+        m = _STREAM_TAG.match(body)
+        if m:
             body = body[m.end():]
             continue
         m = _RAY.match(body)

@@ -27,6 +27,13 @@ def test_prefixes(line: str, host, pid, rank, local_rank, gpu) -> None:  # noqa:
     assert (ctx.host, ctx.pid, ctx.rank, ctx.local_rank, ctx.gpu) == (host, pid, rank, local_rank, gpu)
 
 
+def test_stream_tags_are_peeled() -> None:
+    # Azure ML glues "[stderr]" to every line; line-anchored patterns must still see the message
+    ctx = parse_line("[stderr]ModuleNotFoundError: No module named 'tensorboard'")
+    assert ctx.body == "ModuleNotFoundError: No module named 'tensorboard'"
+    assert parse_line("[stdout] 3: RuntimeError: boom").rank == 3
+
+
 def test_exception_names_are_not_hosts() -> None:
     for line in ("RuntimeError: boom", "torch.distributed.DistBackendError: NCCL error",
                  "ncclUnhandledCudaError: Call to CUDA function failed."):
