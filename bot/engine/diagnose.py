@@ -198,7 +198,29 @@ def _release_claimed_lines(groups: dict[str, _Group]) -> None:
                 g.per_pattern = Counter(e.pattern for e in kept)
 
 
+def _comes_after(g: _Group, ref: _Group) -> bool:
+    """Whether every line of `g` follows the first line of `ref`: by clock when both have one,
+    else by line order in the sources both appear in (order across files without a clock means
+    nothing)."""
+    tg, tr = g.first_time, ref.first_time
+    if _comparable(tg, tr):
+        return tg >= tr  # type: ignore[operator]
+    firsts_g: dict[str, int] = {}
+    firsts_r: dict[str, int] = {}
+    for e in g.evidence:
+        firsts_g[e.source] = min(firsts_g.get(e.source, e.order), e.order)
+    for e in ref.evidence:
+        firsts_r[e.source] = min(firsts_r.get(e.source, e.order), e.order)
+    shared = firsts_g.keys() & firsts_r.keys()
+    return bool(shared) and len(firsts_g) == len(shared) and all(firsts_g[s] > firsts_r[s] for s in shared)
+
+
 def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) -> str | None:
+    me = present.get(sig.id)
+    for ref in sig.echo_after:
+        # an abort's echo: socket closures and system errors printed after a collective timeout
+        if me is not None and ref in present and _comes_after(me, present[ref]):
+            return ref
     for ref in sig.secondary_to:
         if ref == "*":
             # explained by any other initiating failure; a downstream report (a watchdog timeout, a

@@ -17,7 +17,7 @@ import yaml
 
 from .literals import LiteralError, required_literals
 
-CACHE_VERSION = 2  # bump when the cached document format changes
+CACHE_VERSION = 3  # bump when the cached document format changes
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~10x faster
 VERIFY_TIMEOUT_S = 0.5  # per regex call: a pathological pattern cannot hang a scan
 REGEX_FLAGS = regex.ASCII | regex.VERSION0  # ASCII \b and \w, as hyperscan and `rg (?-u)` see them
@@ -123,6 +123,7 @@ class Signature:
     parent: str | None
     status: str
     secondary_to: list[str]
+    echo_after: list[str]
     patterns: list[Pattern]
     excludes: list[tuple[regex.Pattern[str], str]]  # (pattern, scope: line|context)
     causes: list[Cause]
@@ -274,6 +275,7 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
         parent=doc.get("parent"),
         status=doc.get("status", "stable"),
         secondary_to=list(doc.get("secondary_to") or []),
+        echo_after=list(doc.get("echo_after") or []),
         patterns=patterns,
         excludes=excludes,
         causes=causes,

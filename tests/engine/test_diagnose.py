@@ -207,3 +207,22 @@ def test_lines_shorter_than_the_widest_are_not_joined(fixture_library) -> None: 
     # the split line is not at the text's widest column, so it is not a terminal wrap
     text = "FIXTURE BO\nOM code=7\n" + "y" * 80 + "\nlast\n"
     assert _diag(fixture_library, [("a.log", text)]).diagnoses == []
+
+
+def test_echo_printed_after_a_timeout_ranks_behind_it(fixture_library) -> None:  # noqa: ANN001
+    # the abort after a collective timeout closes sockets: that closure is the timeout's echo
+    r = _diag(fixture_library, [("a.log", "FIXTURE TIMEOUT seq=4\n[rank1]: FIXTURE SOCKET CLOSED by peer\n")])
+    assert [d.signature for d in r.diagnoses] == ["fx-downstream", "fx-echo"]
+    assert r.diagnoses[1].level == Level.SECONDARY and r.diagnoses[1].explained_by == "fx-downstream"
+
+
+def test_echo_printed_before_the_timeout_started_it(fixture_library) -> None:  # noqa: ANN001
+    r = _diag(fixture_library, [("a.log", "FIXTURE SOCKET CLOSED\nFIXTURE TIMEOUT seq=4\n")])
+    assert [d.signature for d in r.diagnoses] == ["fx-echo", "fx-downstream"]
+    # in other files without a clock, line order says nothing: the closure stays initiating
+    r = _diag(fixture_library, [("rank0.log", "FIXTURE TIMEOUT seq=4\n"), ("rank1.log", "x\nx\nFIXTURE SOCKET CLOSED\n")])
+    assert r.diagnoses[0].signature == "fx-echo" and r.diagnoses[0].level == Level.INITIATING
+    # with clocks, the clock decides across files
+    r = _diag(fixture_library, [("rank0.log", "2024-06-26 05:06:30 FIXTURE TIMEOUT seq=4\n"),
+                                ("rank1.log", "2024-06-26 05:06:31 FIXTURE SOCKET CLOSED\n")])
+    assert [d.signature for d in r.diagnoses] == ["fx-downstream", "fx-echo"]
