@@ -199,12 +199,12 @@ def _release_claimed_lines(groups: dict[str, _Group]) -> None:
 
 
 def _comes_after(g: _Group, ref: _Group) -> bool:
-    """Whether every line of `g` follows the first line of `ref`: by clock when both have one,
-    else by line order in the sources both appear in (order across files without a clock means
-    nothing)."""
+    """Whether every line of `g` follows the first line of `ref`: by clock when both have one and
+    they differ, else by line order in the sources both appear in (order across files without a
+    clock means nothing)."""
     tg, tr = g.first_time, ref.first_time
-    if _comparable(tg, tr):
-        return tg >= tr  # type: ignore[operator]
+    if _comparable(tg, tr) and tg != tr:
+        return tg > tr  # type: ignore[operator]
     firsts_g: dict[str, int] = {}
     firsts_r: dict[str, int] = {}
     for e in g.evidence:

@@ -1,0 +1,36 @@
+"""The real library on the two orders of a collective timeout and a transport error: printed
+before the timeout, the transport error started the failure; printed after it, it is the abort's
+echo (ProcessGroupNCCL tears the communicator down and closes its sockets and queue pairs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.engine import diagnose_texts
+from bot.engine.model import Level
+
+TIMEOUT = ("[rank3]:[E1201 04:54:22.123456 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+           "operation timeout: WorkNCCL(SeqNum=216, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+           "ran for 600045 milliseconds before timing out.")
+ECHOES = {
+    "nccl-ib-completion-error": "node7:1234:1300 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+                                "from peer 10.0.0.8<36012> with error 5, opcode 0, len 0, vendor err 249 (Recv)",
+    "nccl-socket-error": "node7:1234:1300 [3] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by "
+                         "remote peer node8<46011>",
+}
+
+
+@pytest.mark.parametrize("sig", sorted(ECHOES))
+def test_transport_error_after_the_timeout_is_its_echo(sig: str) -> None:
+    # the teardown chatter between them can be long: order, not distance, makes the echo
+    chatter = "".join(f"node7:1234:1300 [3] NCCL INFO comm 0x55d0 rank 3 nranks 8 - Abort step {i}\n" for i in range(12))
+    r = diagnose_texts([("rank3.log", f"{TIMEOUT}\n{chatter}{ECHOES[sig]}\n")], workers=1)
+    assert r.diagnoses[0].signature == "nccl-watchdog-timeout"
+    echo = next(d for d in r.diagnoses if d.signature == sig)
+    assert echo.level == Level.SECONDARY and echo.explained_by == "nccl-watchdog-timeout"
+
+
+@pytest.mark.parametrize("sig", sorted(ECHOES))
+def test_transport_error_before_the_timeout_started_it(sig: str) -> None:
+    r = diagnose_texts([("rank3.log", f"{ECHOES[sig]}\n{TIMEOUT}\n")], workers=1)
+    assert r.diagnoses[0].signature == sig and r.diagnoses[0].level == Level.INITIATING
