@@ -41,6 +41,14 @@ _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
 _HOST_PREFIX = re.compile(r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): ")
+# Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
+# "2025-07-25T07:53:08.217488644+08:00 stdout F KeyError: 'labels'"
+_CRI = re.compile(
+    r"(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) (?:stdout|stderr) [FP] "
+)
+# docker compose up / logs: "vllm-1  | KeyError: 'labels'" (a service name, padding, "| "; nvidia-smi
+# and markdown table rows start with "|" and are left alone)
+_COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.\-]*) +\| ")
 # stream tags glued to each line by Azure ML and some launchers: "[stderr]ModuleNotFoundError: ..."
 _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
@@ -90,6 +98,14 @@ def _peel(body: str, ctx: LineContext) -> str:
                 ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
             body = body[m.end():]
             continue
+        m = _CRI.match(body)
+        if m:
+            iso = _ISO.match(m.group("iso"))
+            if iso and ctx.timestamp is None:
+                y, mo, d = (int(x) for x in iso.group("date").split("-"))
+                ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
+            body = body[m.end():]
+            continue
         m = _DMESG.match(body)
         if m:
             ctx.uptime = float(m.group("uptime"))
@@ -119,6 +135,10 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             if ctx.rank is None:
                 ctx.rank = int(m.group("rank"))
+            body = body[m.end():]
+            continue
+        m = _COMPOSE.match(body)
+        if m:
             body = body[m.end():]
             continue
         m = _STREAM_TAG.match(body)

@@ -225,8 +225,10 @@ def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) 
         if ref == "*":
             # explained by any other initiating failure; a downstream report (a watchdog timeout, a
             # ChildFailedError) explains nothing, so the job's own exception outranks it
+            # ... nor does a failure that is itself explained (a SIGABRT the timeout's abort caused)
             others = [g for sid, g in present.items()
-                      if sid != sig.id and "*" not in g.sig.secondary_to and not g.sig.downstream]
+                      if sid != sig.id and "*" not in g.sig.secondary_to and not g.sig.downstream
+                      and g.level != Level.SECONDARY]
             if others:
                 return min(others, key=lambda g: g.first_order).sig.id
         elif ref.startswith("family:"):
@@ -431,7 +433,8 @@ def build_report(
         g.add(ev)
     _release_claimed_lines(groups_by_id)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
-    for g in present.values():
+    # catch-alls last: whether they are explained depends on the others' levels
+    for g in sorted(present.values(), key=lambda g: "*" in g.sig.secondary_to):
         by = _is_secondary(g.sig, present, library)
         if by:
             g.level, g.explained_by = Level.SECONDARY, by

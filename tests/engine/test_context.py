@@ -34,6 +34,14 @@ def test_stream_tags_are_peeled() -> None:
     assert parse_line("[stdout] 3: RuntimeError: boom").rank == 3
 
 
+def test_container_log_prefixes_are_peeled() -> None:
+    cri = parse_line("2025-07-25T07:53:08.217488644+08:00 stdout F [rank3]: KeyError: 'labels'")
+    assert (cri.body, cri.rank, cri.timestamp) == ("KeyError: 'labels'", 3, datetime(2025, 7, 25, 7, 53, 8, 217488))
+    assert parse_line("vllm-1  | KeyError: 'labels'").body == "KeyError: 'labels'"
+    # nvidia-smi table rows start with "|" and stay whole
+    assert parse_line("| 0  NVIDIA H100 80GB HBM3  On |").body.startswith("| 0")
+
+
 def test_exception_names_are_not_hosts() -> None:
     for line in ("RuntimeError: boom", "torch.distributed.DistBackendError: NCCL error",
                  "ncclUnhandledCudaError: Call to CUDA function failed."):

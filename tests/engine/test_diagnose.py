@@ -226,3 +226,11 @@ def test_echo_printed_before_the_timeout_started_it(fixture_library) -> None:  #
     r = _diag(fixture_library, [("rank0.log", "2024-06-26 05:06:30 FIXTURE TIMEOUT seq=4\n"),
                                 ("rank1.log", "2024-06-26 05:06:31 FIXTURE SOCKET CLOSED\n")])
     assert [d.signature for d in r.diagnoses] == ["fx-downstream", "fx-echo"]
+
+
+def test_catch_all_is_not_explained_by_a_failure_that_is_itself_explained(fixture_library) -> None:  # noqa: ANN001
+    # rank 0's own exception, then the peers' timeout and the abort's echo: the job's code is the cause
+    text = "[rank0]: FixtureError: bad batch\nFIXTURE TIMEOUT seq=1\nFIXTURE SOCKET CLOSED\n"
+    r = _diag(fixture_library, [("a.log", text)])
+    assert [(d.signature, d.level) for d in r.diagnoses] == [
+        ("fx-catchall", Level.INITIATING), ("fx-downstream", Level.DOWNSTREAM), ("fx-echo", Level.SECONDARY)]
