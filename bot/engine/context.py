@@ -35,7 +35,11 @@ _DMESG_T = re.compile(
 )
 # srun -l / mpirun --tag-output style: "3: ..." or "[1,3]<stderr>:"
 _SRUN = re.compile(r"(?P<rank>\d{1,5}): ")
-_MPI_TAG = re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")
+# horovodrun tags "[3]<stderr>:", with --timestamp-output "Fri Sep 25 16:52:36 2020[3]<stderr>:"
+_MPI_TAG = re.compile(
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?"
+    r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"
+)
 # torchrun --tee / local_ranks_filter: "[rank3]:" ; "[default3]:" is role "default", local rank 3
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,

@@ -16,6 +16,8 @@ CASES = [
     ("12: node07:911:930 [4] NCCL WARN NET/IB : Got completion", "node07", 911, 12, None, 4),
     ("worker-3: RuntimeError: CUDA error: out of memory", "worker-3", None, None, None, None),
     ("[1,6]<stderr>:node03:77:78 [6] NCCL WARN x", "node03", 77, 6, None, 6),
+    ("[2]<stderr>:RuntimeError: boom", None, None, 2, None, None),  # horovodrun
+    ("Fri Sep 25 16:52:36 2020[0]<stderr>:node03:77:78 [0] NCCL WARN x", "node03", 77, 0, None, 0),
     ("(RayWorkerWrapper pid=1234, ip=10.0.0.1) ERROR x", "10.0.0.1", 1234, None, None, None),
     ("[E ProcessGroupNCCL.cpp:458] [PG 0 Rank 7] Watchdog", None, None, 7, None, None),
 ]

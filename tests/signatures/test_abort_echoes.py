@@ -34,3 +34,20 @@ def test_transport_error_after_the_timeout_is_its_echo(sig: str) -> None:
 def test_transport_error_before_the_timeout_started_it(sig: str) -> None:
     r = diagnose_texts([("rank3.log", f"{ECHOES[sig]}\n{TIMEOUT}\n")], workers=1)
     assert r.diagnoses[0].signature == sig and r.diagnoses[0].level == Level.INITIATING
+
+
+def test_the_jobs_own_exception_beats_the_timeouts_and_closures_it_caused() -> None:
+    # rank 0's code raised; the peers time out, abort with SIGABRT and see rank 0's sockets close
+    log = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/train.py", line 88, in <module>',
+        "[rank0]:     batch = collate(samples)",
+        "[rank0]: ValueError: expected sequence of length 512 at dim 1 (got 498)",
+        ECHOES["nccl-socket-error"],
+        TIMEOUT,
+        "  exitcode  : -6 (pid: 3437)",
+        "  traceback : Signal 6 (SIGABRT) received by PID 3437",
+    ]) + "\n"
+    r = diagnose_texts([("job.log", log)], workers=1)
+    assert r.diagnoses[0].signature == "python-exception"
+    assert "ValueError" in r.diagnoses[0].summary
