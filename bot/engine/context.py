@@ -93,17 +93,10 @@ def _peel(body: str, ctx: LineContext) -> str:
             )
             body = body[m.end():]
             continue
-        m = _ISO_SYSLOG.match(body)
+        m = _ISO_SYSLOG.match(body) or _CRI.match(body)
         if m:
-            ctx.host = ctx.host or m.group("host")
-            iso = _ISO.match(m.group("iso"))
-            if iso and ctx.timestamp is None:
-                y, mo, d = (int(x) for x in iso.group("date").split("-"))
-                ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
-            body = body[m.end():]
-            continue
-        m = _CRI.match(body)
-        if m:
+            if "host" in m.groupdict():
+                ctx.host = ctx.host or m.group("host")
             iso = _ISO.match(m.group("iso"))
             if iso and ctx.timestamp is None:
                 y, mo, d = (int(x) for x in iso.group("date").split("-"))
