@@ -205,14 +205,15 @@ def _comes_after(g: _Group, ref: _Group) -> bool:
     tg, tr = g.first_time, ref.first_time
     if _comparable(tg, tr) and tg != tr:
         return tg > tr  # type: ignore[operator]
-    firsts_g: dict[str, int] = {}
-    firsts_r: dict[str, int] = {}
-    for e in g.evidence:
-        firsts_g[e.source] = min(firsts_g.get(e.source, e.order), e.order)
-    for e in ref.evidence:
-        firsts_r[e.source] = min(firsts_r.get(e.source, e.order), e.order)
-    shared = firsts_g.keys() & firsts_r.keys()
-    return bool(shared) and len(firsts_g) == len(shared) and all(firsts_g[s] > firsts_r[s] for s in shared)
+    firsts_g, firsts_r = _first_order_per_source(g.evidence), _first_order_per_source(ref.evidence)
+    return bool(firsts_g) and firsts_g.keys() <= firsts_r.keys() and all(firsts_g[s] > firsts_r[s] for s in firsts_g)
+
+
+def _first_order_per_source(evs: list[Evidence]) -> dict[str, int]:
+    firsts: dict[str, int] = {}
+    for e in evs:
+        firsts[e.source] = min(firsts.get(e.source, e.order), e.order)
+    return firsts
 
 
 def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) -> str | None:

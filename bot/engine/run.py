@@ -143,20 +143,16 @@ def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, b
     if width is None:
         return []
     joined: list[bytes] = []
-    first_line: list[int] = []
-    cur: list[bytes] = []
-    start = 0
-    for i, line in enumerate(lines):
-        if not cur:
-            start = i
-        cur.append(line.rstrip(b"\r"))
-        if len(cur[-1]) != width:
-            joined.append(b"".join(cur))
-            first_line.append(start + 1)
-            cur = []
-    if cur:
-        joined.append(b"".join(cur))
-        first_line.append(start + 1)
+    first_line: list[int] = []  # 1-based physical line each joined line starts at
+    continues = False  # the previous line filled the width: this one carries it on
+    for i, raw in enumerate(lines, 1):
+        line = raw.rstrip(b"\r")
+        if continues:
+            joined[-1] += line
+        else:
+            joined.append(line)
+            first_line.append(i)
+        continues = len(line) == width
     if len(joined) == len(lines):
         return []
     rng = scan_chunks(iter([b"\n".join(joined)]), matcher.backend, needs_context=matcher.plan.needs_context)
