@@ -8,12 +8,20 @@ from pathlib import Path
 from agent_http import probe, request, result
 
 
+def _read(path: Path) -> str:
+    # Threads and children come and go while we look: a vanished entry is simply not live.
+    try:
+        return path.read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
 def _live_children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            stat = Path(f"/proc/{child}/stat")
-            if stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        for child in _read(task / "children").split():
+            stat = _read(Path(f"/proc/{child}/stat"))
+            if stat and stat.rsplit(")", 1)[1].split()[0] != "Z":
                 out.append(int(child))
     return out
 
