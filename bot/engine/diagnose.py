@@ -209,6 +209,30 @@ def _comes_after(g: _Group, ref: _Group) -> bool:
     return bool(firsts_g) and firsts_g.keys() <= firsts_r.keys() and all(firsts_g[s] > firsts_r[s] for s in firsts_g)
 
 
+def _line_after(e: Evidence, ref: _Group) -> bool:
+    """`_comes_after` for one line."""
+    te, tr = _time_key(e), ref.first_time
+    if _comparable(te, tr) and te != tr:
+        return te > tr  # type: ignore[operator]
+    first = _first_order_per_source(ref.evidence).get(e.source)
+    return first is not None and e.order > first
+
+
+def _pattern_echo(g: _Group, present: dict[str, _Group]) -> str | None:
+    """A signature whose every line is an echo by its pattern's `echo_after` (an Xid 45 channel
+    teardown printed after the job was killed) is that failure's echo; one line that is not keeps it."""
+    by_name = {p.name: p for p in g.sig.patterns}
+    first_ref = None
+    for e in sorted(g.evidence, key=lambda e: e.order):
+        pat = by_name.get(e.pattern)
+        refs = [r for r in (pat.echo_after if pat else ()) if r in present and r != g.sig.id]
+        hit = next((r for r in refs if _line_after(e, present[r])), None)
+        if hit is None:
+            return None
+        first_ref = first_ref or hit
+    return first_ref
+
+
 def _first_order_per_source(evs: list[Evidence]) -> dict[str, int]:
     firsts: dict[str, int] = {}
     for e in evs:
@@ -222,6 +246,10 @@ def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) 
         # an abort's echo: socket closures and system errors printed after a collective timeout
         if me is not None and ref in present and _comes_after(me, present[ref]):
             return ref
+    if me is not None:
+        by = _pattern_echo(me, present)
+        if by:
+            return by
     for ref in sig.secondary_to:
         if ref == "*":
             # explained by any other initiating failure; a downstream report (a watchdog timeout, a

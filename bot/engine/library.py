@@ -17,7 +17,7 @@ import yaml
 
 from .literals import LiteralError, required_literals
 
-CACHE_VERSION = 3  # bump when the cached document format changes
+CACHE_VERSION = 4  # bump when the cached document format changes
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~10x faster
 VERIFY_TIMEOUT_S = 0.5  # per regex call: a pathological pattern cannot hang a scan
 REGEX_FLAGS = regex.ASCII | regex.VERSION0  # ASCII \b and \w, as hyperscan and `rg (?-u)` see them
@@ -87,6 +87,7 @@ class Pattern:
     min_count: int
     index: int = -1  # position in Library.patterns
     context: str | None = None  # must also match the lines around the hit (8 before, 3 after)
+    echo_after: tuple[str, ...] = ()  # a line of this pattern printed after one of these is its echo
     _compiled: regex.Pattern[str] | None = None
     _context: regex.Pattern[str] | None = None
 
@@ -227,6 +228,7 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
                 sources=frozenset(raw.get("sources") or ["any"]),
                 min_count=int(raw.get("min_count", 1)),
                 context=raw.get("context"),
+                echo_after=tuple(raw.get("echo_after") or ()),
             )
         )
     excludes = []

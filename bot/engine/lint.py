@@ -78,6 +78,10 @@ def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Prob
         for ref in sig.echo_after:
             if ref not in ids or ref == sig.id:
                 problems.append(Problem(f, f"echo_after {ref!r} is not another signature"))
+        for pat in sig.patterns:
+            for ref in pat.echo_after:
+                if ref not in ids or ref == sig.id:
+                    problems.append(Problem(f, f"pattern {pat.name!r}: echo_after {ref!r} is not another signature"))
         cause_ids = [c.id for c in sig.causes]
         for dup in {c for c in cause_ids if cause_ids.count(c) > 1}:
             problems.append(Problem(f, f"cause id {dup!r} used twice"))

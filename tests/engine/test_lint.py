@@ -33,7 +33,9 @@ def _broken(tmp_path: Path) -> Path:
         good.replace("id: fx-kernel", "id: few-tests")
         .replace('match: ["NVRM: FIXTUREXID 79", "[123.4] NVRM: FIXTUREXID 48", "Nov 26 02:44:03 h kernel: NVRM: FIXTUREXID 1"]',
                  'match: ["NVRM: FIXTUREXID 79", "NVRM: FIXTUREXID x7"]')
-        .replace("priority: 90", "priority: 90\nsecondary_to: [no-such-signature]\necho_after: [few-tests]"))
+        .replace("priority: 90", "priority: 90\nsecondary_to: [no-such-signature]\necho_after: [few-tests]")
+        .replace('regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"',
+                 'regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"\n    echo_after: [no-such-kill]'))
     return root
 
 
@@ -56,6 +58,7 @@ def test_every_problem_is_reported_with_its_file(tmp_path: Path) -> None:
     assert any("at least 3 tests.match" in p for p in few)
     assert any("secondary_to 'no-such-signature'" in p for p in few)
     assert any("echo_after 'few-tests' is not another signature" in p for p in few)
+    assert any("pattern 'xid': echo_after 'no-such-kill' is not another signature" in p for p in few)
     # the failing test line of few-tests is found by running the signature's own tests
     _, failures = run_tests(lib, {"few-tests"})
     assert [f.text for f in failures] == ["NVRM: FIXTUREXID x7"]

@@ -51,3 +51,30 @@ def test_the_jobs_own_exception_beats_the_timeouts_and_closures_it_caused() -> N
     r = diagnose_texts([("job.log", log)], workers=1)
     assert r.diagnoses[0].signature == "python-exception"
     assert "ValueError" in r.diagnoses[0].summary
+
+
+XID45 = "[ 1234.567] NVRM: Xid (PCI:0000:3b:00): 45, pid=4321, name=python, Ch 00000010"
+KILLS = {
+    "worker-sigkill": "srun: error: node01: task 0: Killed",
+    "python-exception": "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                        "    train()\nKeyboardInterrupt",
+}
+
+
+@pytest.mark.parametrize("sig", sorted(KILLS))
+def test_xid_45_after_a_kill_is_the_kills_channel_teardown(sig: str) -> None:
+    r = diagnose_texts([("node01.log", f"{KILLS[sig]}\n{XID45}\n")], workers=1)
+    assert r.diagnoses[0].signature == sig
+    xid = next(d for d in r.diagnoses if d.signature == "xid-other")
+    assert xid.level == Level.SECONDARY and xid.explained_by == sig
+
+
+def test_a_hardware_xid_after_a_kill_is_still_the_diagnosis() -> None:
+    # the echo rule is Xid 45's alone: an Xid 62 (internal micro-controller halt) is a fault of its own
+    r = diagnose_texts([("node01.log", f"{KILLS['worker-sigkill']}\n{XID45.replace(': 45,', ': 62,')}\n")], workers=1)
+    assert r.diagnoses[0].signature == "xid-other" and r.diagnoses[0].level == Level.INITIATING
+
+
+def test_xid_45_alone_is_still_named() -> None:
+    r = diagnose_texts([("node01.log", f"{XID45}\n")], workers=1)
+    assert [d.signature for d in r.diagnoses] == ["xid-other"]
