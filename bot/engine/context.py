@@ -42,6 +42,8 @@ _MPI_TAG = re.compile(
 )
 # torchrun --tee / local_ranks_filter: "[rank3]:" ; "[default3]:" is role "default", local rank 3
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
+# Lightning's rank_prefixed_message: "[rank: 1] Child process with PID 2977 terminated with code 4. ..."
+_LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
 _HOST_PREFIX = re.compile(r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): ")
@@ -126,6 +128,11 @@ def _peel(body: str, ctx: LineContext) -> str:
                 ctx.rank = int(m.group("n"))
             else:
                 ctx.local_rank = int(m.group("n"))
+            body = body[m.end():]
+            continue
+        m = _LIGHTNING.match(body)
+        if m:
+            ctx.rank = int(m.group("rank")) if ctx.rank is None else ctx.rank
             body = body[m.end():]
             continue
         m = _SRUN.match(body)

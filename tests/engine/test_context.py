@@ -20,6 +20,7 @@ CASES = [
     ("Fri Sep 25 16:52:36 2020[0]<stderr>:node03:77:78 [0] NCCL WARN x", "node03", 77, 0, None, 0),
     ("(RayWorkerWrapper pid=1234, ip=10.0.0.1) ERROR x", "10.0.0.1", 1234, None, None, None),
     ("[E ProcessGroupNCCL.cpp:458] [PG 0 Rank 7] Watchdog", None, None, 7, None, None),
+    ("[rank: 1] Child process with PID 2977 terminated with code -6.", None, None, 1, None, None),  # Lightning
 ]
 
 
