@@ -161,8 +161,16 @@ def test_diagnose_command_for_the_same_job(slurm: SlurmEnv, chain: Bot) -> None:
         time.sleep(0.05)
     new = headlines(chain.slack, job)[before:]
     assert len(new) == 1, f"/diagnose job-{job} posted {len(new)} new headlines"
-    answer, _ = wait_answer(chain.slack, job, "nccl-cuda-999", 20)
-    assert "localhost" in text_of(answer)
+    # the answer in the new headline's own thread (the hook's answer is already there)
+    end = time.monotonic() + 20
+    replies: list[dict[str, Any]] = []
+    while time.monotonic() < end and not replies:
+        replies = [m for m in chain.slack.thread(CHANNEL, new[0]["ts"])
+                   if m["ts"] != new[0]["ts"] and m.get("bot_id") and "nccl-cuda-999" in text_of(m)]
+        time.sleep(0.05)
+    assert replies, f"/diagnose job-{job} got no threaded answer"
+    assert "localhost" in text_of(replies[0])
+    chain.running.wait_idle()
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -201,6 +209,7 @@ def commands_for(chain: Bot, text: str) -> list[dict[str, Any]]:
 
     source._run = recording
     try:
+        chain.running.wait_idle()  # an earlier test's answer still on its way is not this command's post
         posted = len(chain.slack.bot_messages(CHANNEL))
         seen = len(chain.slack.responses)
         status, _ = chain.running.send_command(text, channel=CHANNEL, response_url=chain.slack.response_url())
