@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import regex
 import yaml
 
-from .library import Library, Problem, default_root
+from .library import Library, Problem, Signature, default_root
 
 MIN_MATCH = 3
 MIN_NO_MATCH = 2
@@ -33,6 +34,24 @@ def _known_finding_codes() -> set[str] | None:
     except Exception:
         return None
     return set(FINDING_CODES)
+
+
+def _compile_all(sig: Signature) -> list[Problem]:
+    """Loading compiles regexes lazily; lint compiles every one (patterns, cause conditions)."""
+    out = []
+    for pat in sig.patterns:
+        try:
+            pat.compiled  # noqa: B018 - compiling is the check
+        except regex.error as exc:
+            out.append(Problem(sig.path, f"pattern {pat.name!r}: regex does not compile: {exc}"))
+    conds = [(c.id, x) for c in sig.causes for x in (*c.confirmed_by, *c.ruled_out_by)]
+    conds += [(m.id, x) for m in sig.missing_facts for x in m.unless]
+    for owner, cond in conds:
+        try:
+            cond.matches  # noqa: B018
+        except regex.error as exc:
+            out.append(Problem(sig.path, f"{owner!r}: condition regex {cond.pattern!r} does not compile: {exc}"))
+    return out
 
 
 def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Problem]:
@@ -65,6 +84,7 @@ def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Prob
             problems.append(Problem(f, f"pattern name {dup!r} used twice"))
         if not any(p.role == "primary" for p in sig.patterns):
             problems.append(Problem(f, "no primary pattern: a signature made only of supporting patterns never fires"))
+        problems += _compile_all(sig)
         if sig.parent and sig.parent not in ids:
             problems.append(Problem(f, f"parent {sig.parent!r} is not a signature"))
         for ref in sig.secondary_to:

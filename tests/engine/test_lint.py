@@ -29,6 +29,10 @@ def _broken(tmp_path: Path) -> Path:
     (root / "cuda" / "no-literal.yaml").write_text(
         good.replace("id: fx-kernel", "id: no-literal").replace('regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"',
                                                                 'regex: "\\\\d+ x \\\\w+"'))
+    (root / "cuda" / "bad-condition.yaml").write_text(
+        good.replace("id: fx-kernel", "id: bad-condition")
+        .replace("    summary: GPU hardware\n", "    summary: GPU hardware\n    confirmed_by:\n      - text: '(unclosed'\n")
+        .replace('regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"', 'regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)(?<=(?P<x>a|bc))"\n    literal: "FIXTUREXID"'))
     (root / "cuda" / "few-tests.yaml").write_text(
         good.replace("id: fx-kernel", "id: few-tests")
         .replace('match: ["NVRM: FIXTUREXID 79", "[123.4] NVRM: FIXTUREXID 48", "Nov 26 02:44:03 h kernel: NVRM: FIXTUREXID 1"]',
@@ -50,10 +54,14 @@ def test_every_problem_is_reported_with_its_file(tmp_path: Path) -> None:
         "cuda/unknown-key.yaml": "colour",
         "cuda/bad-regex.yaml": "does not compile",
         "cuda/no-literal.yaml": "no required literal",
+        # conditions compile lazily when loading, so lint compiles them
+        "cuda/bad-condition.yaml": "condition regex '(unclosed' does not compile",
         "taxonomy.yaml": "'missing-one' has no signature file",
     }
     for file, words in expect.items():
         assert any(p.startswith(file + ":") and words in p for p in problems), (file, words, problems)
+    # a pattern the stdlib parser rejects but `regex` compiles (variable-width lookbehind) is fine
+    assert not [p for p in problems if p.startswith("cuda/bad-condition.yaml:") and "pattern" in p]
     few = [p for p in problems if p.startswith("cuda/few-tests.yaml:")]
     assert any("at least 3 tests.match" in p for p in few)
     assert any("secondary_to 'no-such-signature'" in p for p in few)
