@@ -198,19 +198,9 @@ def _release_claimed_lines(groups: dict[str, _Group]) -> None:
                 g.per_pattern = Counter(e.pattern for e in kept)
 
 
-def _comes_after(g: _Group, ref: _Group) -> bool:
-    """Whether every line of `g` follows the first line of `ref`: by clock when both have one and
-    they differ, else by line order in the sources both appear in (order across files without a
-    clock means nothing)."""
-    tg, tr = g.first_time, ref.first_time
-    if _comparable(tg, tr) and tg != tr:
-        return tg > tr  # type: ignore[operator]
-    firsts_g, firsts_r = _first_order_per_source(g.evidence), _first_order_per_source(ref.evidence)
-    return bool(firsts_g) and firsts_g.keys() <= firsts_r.keys() and all(firsts_g[s] > firsts_r[s] for s in firsts_g)
-
-
 def _line_after(e: Evidence, ref: _Group) -> bool:
-    """`_comes_after` for one line."""
+    """Whether line `e` follows the first line of `ref`: by clock when both have one and they
+    differ, else by line order in the same source (order across files without a clock means nothing)."""
     te, tr = _time_key(e), ref.first_time
     if _comparable(te, tr) and te != tr:
         return te > tr  # type: ignore[operator]
@@ -218,14 +208,16 @@ def _line_after(e: Evidence, ref: _Group) -> bool:
     return first is not None and e.order > first
 
 
-def _pattern_echo(g: _Group, present: dict[str, _Group]) -> str | None:
-    """A signature whose every line is an echo by its pattern's `echo_after` (an Xid 45 channel
-    teardown printed after the job was killed) is that failure's echo; one line that is not keeps it."""
+def _echo_of(g: _Group, present: dict[str, _Group]) -> str | None:
+    """The failure this signature only echoes: every one of its lines follows the first line of a
+    signature its `echo_after` names, the signature's own list or its pattern's (socket closures
+    after a collective timeout; an Xid 45 channel teardown after the job was killed). One line that
+    does not keeps it a failure of its own."""
     by_name = {p.name: p for p in g.sig.patterns}
     first_ref = None
     for e in sorted(g.evidence, key=lambda e: e.order):
         pat = by_name.get(e.pattern)
-        refs = [r for r in (pat.echo_after if pat else ()) if r in present and r != g.sig.id]
+        refs = [r for r in (*g.sig.echo_after, *(pat.echo_after if pat else ())) if r in present and r != g.sig.id]
         hit = next((r for r in refs if _line_after(e, present[r])), None)
         if hit is None:
             return None
@@ -242,12 +234,8 @@ def _first_order_per_source(evs: list[Evidence]) -> dict[str, int]:
 
 def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) -> str | None:
     me = present.get(sig.id)
-    for ref in sig.echo_after:
-        # an abort's echo: socket closures and system errors printed after a collective timeout
-        if me is not None and ref in present and _comes_after(me, present[ref]):
-            return ref
     if me is not None:
-        by = _pattern_echo(me, present)
+        by = _echo_of(me, present)
         if by:
             return by
     for ref in sig.secondary_to:
