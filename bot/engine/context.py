@@ -46,7 +46,12 @@ _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 _LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
-_HOST_PREFIX = re.compile(r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): ")
+# Kernel device names ("nvidia-nvswitch0: SXid ...", "nvidia0: ...", "mlx5_0: ...") take the same
+# place and are never hosts.
+_HOST_PREFIX = re.compile(
+    r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d_|mlx5_|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
+    r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): "
+)
 # Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
 # "2025-07-25T07:53:08.217488644+08:00 stdout F KeyError: 'labels'"
 _CRI = re.compile(
@@ -61,8 +66,21 @@ _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) ")
 
 # --- markers found anywhere ---------------------------------------------------------------------
-_NCCL = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
-_RANK_BRACKET = re.compile(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]")
+# NCCL's header, as debug.cc prints it: "host:pid:tid [dev] NCCL INFO", WARN with the source
+# location ("[4] ib_plugin.c:1615 NCCL WARN", NCCL 2.0-2.3 "include/socket.h 398 NCCL WARN"),
+# TRACE with a time ("[0] 12.345 misc.cc:20 NCCL TRACE"). A redacted host ("<hostname>", "xxx")
+# still gives pid and device; a header with no host at all ("[3] include/shm.h:28 NCCL WARN") the device.
+_NCCL_SRC = r"(?:\d+\.\d+ )?(?:[\w./\-]+(?::| )\d+ )?"
+_NCCL = re.compile(
+    r"(?P<host>[\w.\-]+|<[^<>\s]{1,64}>|\*+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] " + _NCCL_SRC + r"NCCL "
+)
+_NCCL_NO_HOST = re.compile(
+    r"(?:^|\s)(?:(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w.\-]{0,127}) )?\[(?P<dev>\d+)\] " + _NCCL_SRC + r"NCCL (?:WARN|INFO|TRACE)"
+)
+# placeholders people put where a host name was: "<cluster_name>", "xxx", "hostname"
+_PLACEHOLDER_HOST = re.compile(r"<.*>|\*+|x{3,}|X{3,}|hostname|host|node|localhost\.localdomain|your[-_]?host\w*", re.I)
+# "[Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 3]"; c10d's uniqueId exchange: "[1] is setting up NCCL communicator"
+_RANK_BRACKET = re.compile(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]|\[(?P<rank2>\d+)\] is setting up NCCL communicator")
 # glog and c10 logging: "E0626 05:06:30.929" (glog) or "[E626 05:06:30.929096625 File.cpp:632]" (c10)
 _GLOG = re.compile(r"(?<![\w.])[IWEF](?P<mm>1[0-2]|0?[1-9])(?P<dd>[0-3]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)\b")
 _ISO = re.compile(
@@ -173,12 +191,20 @@ def parse_line(line: str) -> LineContext:
     body = body + line[HEAD:] if len(line) > HEAD else body
     m = _NCCL.search(head)
     if m:
-        ctx.host = ctx.host or m.group("host")
+        host = m.group("host")
+        if not _PLACEHOLDER_HOST.fullmatch(host):
+            ctx.host = ctx.host or host
         ctx.pid = ctx.pid or int(m.group("pid"))
         ctx.gpu = int(m.group("dev"))
+    else:
+        m = _NCCL_NO_HOST.search(head)
+        if m:
+            ctx.gpu = int(m.group("dev"))
+            if m.group("host") and not _PLACEHOLDER_HOST.fullmatch(m.group("host")):
+                ctx.host = ctx.host or m.group("host")
     m = _RANK_BRACKET.search(head)
     if m and ctx.rank is None:
-        ctx.rank = int(m.group("rank"))
+        ctx.rank = int(m.group("rank") or m.group("rank2"))
     if ctx.timestamp is None:
         m = _ISO.search(head, 0, 160)
         if m:

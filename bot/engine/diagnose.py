@@ -16,6 +16,7 @@ from .conditions import Env, ProbeView, evaluate, view_for_hosts
 from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
+from .attribution import attribute
 from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
 
 MAX_KEPT_EVIDENCE = 400  # per signature; the count keeps growing, the list does not
@@ -25,6 +26,7 @@ SIGNIFICANT_GAP_S = 120  # a failure this much earlier than another is taken to 
 _BLOCK_RANK = re.compile(r"^\s*(?:\[\d+\]:?\s*)?rank\s*:\s*(?P<rank>\d+)(?:\s*\(local_rank:\s*(?P<local>\d+)\))?")
 _BLOCK_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>[\w.\-]+)\s*$")
 _BLOCK_TIME = re.compile(r"^\s*time\s*:\s*(?P<date>\d{4}-\d\d-\d\d)_(?P<time>\d\d:\d\d:\d\d)")
+_BLOCK_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?:\s*\(pid:\s*(?P<pid>\d+)\))?")
 _LOCAL_RANK = re.compile(r"local_rank:?\s*(?P<local>\d+)")
 
 
@@ -73,8 +75,16 @@ def _enrich_from_block(ev: Evidence) -> None:
         m = _BLOCK_HOST.match(line)
         if m:
             ev.captures.setdefault("culprit_host", m.group("host"))
+        m = _BLOCK_TIME.match(line)
+        if m:
+            ev.captures.setdefault("culprit_time", f"{m.group('date')}T{m.group('time')}")
     if header is not None and header > 0 and _ROOT_CAUSE.search(lines[header - 1]):
         ev.captures["culprit_root_cause"] = "1"
+    m = _BLOCK_EXIT.search(ev.text)
+    if m and header is not None:
+        ev.captures.setdefault("culprit_exitcode", m.group("code"))
+        if m.group("pid"):
+            ev.captures.setdefault("culprit_pid", m.group("pid"))
     m = _LOCAL_RANK.search(ev.text)
     if m and ev.context.local_rank is None:
         ev.context.local_rank = int(m.group("local"))
@@ -335,79 +345,6 @@ def _confidence(g: _Group, groups: list[_Group]) -> float:
     return max(0.05, min(0.99, c))
 
 
-def _resolve_rank_host(ev: Evidence, facts: Facts, sources: dict[str, SourceInfo]) -> tuple[int | None, str | None]:
-    rank = ev.context.rank
-    host = ev.context.host
-    if "culprit_rank" in ev.captures:
-        rank = int(ev.captures["culprit_rank"])
-        host = ev.captures.get("culprit_host", host)
-    elif "culprit_host" in ev.captures:
-        host = ev.captures["culprit_host"]
-    src = sources.get(ev.source)
-    if src is not None:
-        rank = rank if rank is not None else src.rank
-        host = host or src.host
-    if host is None and rank is not None:
-        host = facts.rank_hosts.get(rank)
-    return rank, host
-
-
-def _initiating(groups: list[_Group], facts: Facts, sources: dict[str, SourceInfo]) -> tuple[Initiating | None, list[str]]:
-    """Who started it, and (for downstream-only logs) what to ask for."""
-    if not groups:
-        return None, []
-    top = groups[0]
-    asks: list[str] = []
-    evs = top.evidence
-    # a named culprit (torchrun's root-cause block) beats inference
-    named = [e for e in evs if "culprit_rank" in e.captures or "culprit_host" in e.captures]
-    named.sort(key=lambda e: ("culprit_root_cause" not in e.captures, e.order))
-    for e in named[:1]:
-            rank, host = _resolve_rank_host(e, facts, sources)
-            return Initiating(top.sig.id, rank, host, e.source, e.line, e.context.timestamp,
-                              "named as the first observed failure by the launcher"), asks
-    if top.level == Level.INITIATING:
-        timed = [e for e in evs if e.context.timestamp is not None]
-        if timed and len({_comparable(timed[0].context.timestamp, e.context.timestamp) for e in timed}) == 1:
-            first = min(timed, key=lambda e: (e.context.timestamp, e.order))
-            reason = "earliest timestamp among the ranks that reported it"
-        else:
-            first = min(evs, key=lambda e: e.order)
-            reason = "first line that reported it"
-        rank, host = _resolve_rank_host(first, facts, sources)
-        ranks = {e.context.rank for e in evs if e.context.rank is not None}
-        if len(ranks) <= 1:
-            reason = "the only rank that reported it" if ranks else reason
-        return Initiating(top.sig.id, rank, host, first.source, first.line, first.context.timestamp, reason), asks
-    # only downstream reports: the culprit is whoever did not report (or reported first)
-    reporting = {e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
-    ws = facts.world_size
-    missing = sorted(set(range(ws)) - reporting) if ws and reporting else []
-    if missing and len(missing) <= max(1, ws // 4):  # type: ignore[operator]
-        names = ", ".join(
-            f"rank {r}" + (f" ({facts.rank_hosts[r]})" if r in facts.rank_hosts else "") for r in missing[:8]
-        )
-        asks.append(
-            f"Only downstream reports are in the log, from {len(reporting)} of {ws} ranks. "
-            f"Please attach the log of {names}: {'it' if len(missing) == 1 else 'they'} never reported, "
-            "so the failure most likely started there."
-        )
-        if len(missing) == 1:
-            r = missing[0]
-            return Initiating(top.sig.id, r, facts.rank_hosts.get(r), None, None, None,
-                              f"the only rank of {ws} that did not report {top.sig.id}"), asks
-    timed = [e for e in evs if e.context.timestamp is not None]
-    first = min(timed, key=lambda e: (e.context.timestamp, e.order)) if timed else min(evs, key=lambda e: e.order)
-    rank, host = _resolve_rank_host(first, facts, sources)
-    if not missing:
-        asks.append(
-            f"The log shows only {top.sig.id}, which reports another rank's failure. Please attach the logs "
-            "of the other ranks (or the kernel log of their hosts): the first rank to fail holds the cause."
-        )
-    return Initiating(top.sig.id, rank, host, first.source, first.line, first.context.timestamp,
-                      "first rank to report (a downstream report: the cause may be elsewhere)"), asks
-
-
 def _probe_targets(sig: Signature, g: _Group, init: Initiating | None, all_hosts: list[str]) -> list[dict[str, Any]]:
     out = []
     implicated = sorted({e.context.host for e in g.evidence if e.context.host})
@@ -459,7 +396,7 @@ def build_report(
             g.level = Level.DOWNSTREAM
     groups = sorted(present.values(), key=cmp_to_key(_compare))
     source_map = {s.name: s for s in sources}
-    init, asks = _initiating(groups, facts, source_map)
+    init, asks = attribute(groups, facts, source_map)
 
     hosts = sorted({e.context.host for g in groups for e in g.evidence if e.context.host}
                    | set(facts.rank_hosts.values()) | {s.host for s in sources if s.host})

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .model import LineContext
+
 # Settings we report when a log prints them (an env dump, NCCL's "set by environment to", c10d options).
 _ENV_KEYS = r"(?:TORCH_)?NCCL_[A-Z0-9_]+|TORCH_DISTRIBUTED_DEBUG|CUDA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|PYTORCH_CUDA_ALLOC_CONF|CUDA_DEVICE_MAX_CONNECTIONS|MASTER_ADDR|MASTER_PORT|WORLD_SIZE"
 
@@ -49,8 +51,11 @@ FACT_PATTERNS: list[FactPattern] = [
     FactPattern("world_size", ("world_size", "world size", "world-size"),
                 re.compile(r"world[_ -]size\W{0,3}?[=: ]\s*(?P<v>\d+)", re.I), ignorecase=True),
     # "gpu-node-1:1234:1300 [3] NCCL INFO comm 0x... rank 3 nranks 64 cudaDev 3 busId 1b000 - Init COMPLETE"
-    FactPattern("nccl_rank", ("nranks",),
-                re.compile(r"(?:(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] NCCL INFO )?.*?\brank (?P<rank>\d+) nranks (?P<n>\d+)(?: cudaDev (?P<cdev>\d+))?")),
+    # NCCL >= 2.19: "comm 0x... rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0". The
+    # header (host:pid) is read apart: one optional prefix before a lazy `.*?` made this quadratic.
+    FactPattern("nccl_rank", ("nranks", "nRanks"),
+                re.compile(r"\brank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)(?: cudaDev (?P<cdev>\d+))?"
+                           r"(?:.{0,40}?\blocalRank (?P<local>\d+))?")),
     FactPattern("env", ("NCCL_", "TORCH_DISTRIBUTED_DEBUG", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
                         "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR"),
                 re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+)")),
@@ -60,9 +65,77 @@ FACT_PATTERNS: list[FactPattern] = [
     FactPattern("job_id", ("StepId=",), re.compile(r"StepId=(?P<v>\d+)")),
 ]
 
+# Launchers' and libraries' own bookkeeping of who failed first or who went away: kept as clues
+# with the line's context, for attribution (bot/engine/attribution.py). Templates from the code
+# that prints them: torch/distributed/elastic/multiprocessing/api.py, Slurm src/srun, Open MPI's
+# errmgr help texts, c10d ProcessGroupNCCL.cpp, NCCL src/misc/socket.cc and bootstrap.cc.
+CLUE_PATTERNS: list[FactPattern] = [
+    # "failed (exitcode: -9) local_rank: 1 (pid: 1168) of binary: /opt/conda/bin/python" — the
+    # agent logs the earliest failure after closing the others
+    FactPattern("clue:elastic_failed", ("failed (exitcode",),
+                re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")),
+    # "Sending process 1167 closing signal SIGTERM" — these pids are the teardown's victims
+    FactPattern("clue:elastic_closing", ("Sending process ",),
+                re.compile(r"Sending process (?P<pid>\d+) closing(?: signal (?P<sig>SIG\w+))?")),
+    # "srun: error: node12: task 3: Killed", "srun: error: gra1177: task 0: Exited with exit code 1",
+    # "srun: error: node1: tasks 0-3: Terminated" — srun reports tasks as they end
+    FactPattern("clue:srun_task", ("srun: error: ",),
+                re.compile(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>\d[\d,\-]*): (?P<what>[^\r\n]{1,80})")),
+    # Open MPI: "mpirun noticed that process rank 3 with PID 4242 on node gpu-2 exited on signal 9 (Killed)."
+    FactPattern("clue:mpi_signal", ("exited on signal",),
+                re.compile(r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>[\w.\-]+) exited on signal (?P<sig>\d+)")),
+    # Open MPI: "The first process to do so was:\n\n  Process name: [[47736,1],3]\n  Exit code: 1"
+    FactPattern("clue:mpi_first", ("Process name: [[",),
+                re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")),
+    # c10d store: "... store->get('0') got error: Connection reset by peer. This may indicate a
+    # possible application crash on rank 0 or a network set up issue."
+    FactPattern("clue:peer_rank", ("possible application crash on rank",),
+                re.compile(r"possible application crash on rank (?P<rank>\d+)")),
+    # NCCL: "socketProgress: Connection closed by remote peer gpu-node-2<45678>", "Call to recv from
+    # 10.0.0.2<40034> failed : Connection reset by peer"; gloo / TCPStore: "Connection closed by peer [10.0.0.2]:29500"
+    FactPattern("clue:peer_host", ("closed by remote peer", "Call to recv from", "closed by peer [", "reset by peer ["),
+                re.compile(r"(?:Connection closed by remote peer |Call to recv from )(?P<peer>[\w.\-:\[\]%]{1,128}?)<\d+>"
+                           r"|Connection (?:closed|reset) by peer \[(?P<peer2>[\w.\-:%]{1,128})\]:\d+")),
+    # NCCL IB: "Got completion from peer 172.36.143.59<44206> with status=12" — the other end of the link
+    FactPattern("clue:link_peer", ("Got completion from peer",),
+                re.compile(r"Got completion from peer (?P<peer>[\w.\-:]{1,128}?)<\d+>")),
+    # c10d watchdog: "Timeout at NCCL work: 20, last enqueued NCCL work: 20, last completed NCCL work: 19."
+    # (2.4+: "PG status: last enqueued work: 315, last completed work: 183")
+    FactPattern("clue:work_counter", ("last enqueued",),
+                re.compile(r"last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)")),
+    # c10d desync report (TORCH_NCCL_DESYNC_DEBUG): "[7] finished collective #182, but didn't join
+    # collective #183", "[47] joined but didn't finish collective #N" — the rank that held the others up
+    FactPattern("clue:desync_rank", ("but didn't join collective", "joined but didn't finish collective"),
+                re.compile(r"\[(?P<rank>\d+)\] (?:finished collective #\d+, but didn't join|joined but didn't finish) collective")),
+    # NCCL proxy client: "ncclProxyClientGetFd call to tpRank 4 handle 0x... failed : 6" — rank 4's proxy is gone
+    FactPattern("clue:proxy_rank", ("call to tpRank",),
+                re.compile(r"call to tpRank (?P<rank>\d+) .{0,40}?failed")),
+    # NCCL's own interface line maps an address to the host that printed it:
+    # "gpu-2:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>", "Bootstrap : Using eth0:10.0.0.2<0>"
+    FactPattern("clue:host_address", (" : Using ",),
+                re.compile(r"(?:Bootstrap|NET/Socket|NET/IB) ?: Using (?:\[\d+\])?[\w.\-]+:(?P<addr>[\d.]+|[\da-fA-F:]+)<\d+>")),
+    # torch elastic, newer wording of the teardown: "Closing process 1234 via signal SIGTERM"
+    FactPattern("clue:elastic_closing", ("via signal SIG",),
+                re.compile(r"Closing process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")),
+]
+MAX_CLUES = 500  # per kind: teardown lists and per-rank reports repeat
+
 # Hints that a line mentions a setting without it being set ("run with NCCL_DEBUG=INFO for details").
 _ADVICE = re.compile(r"\b(?:run with|set(?:ting)? the environment variable|consider setting|try setting|you can set|e\.g\.|please set)\b", re.I)
+_NCCL_HEADER = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO ")
 MAX_FACT_HITS = 5000  # per fact kind and source: start-up chatter can repeat a fact per rank
+
+
+@dataclass(slots=True)
+class Clue:
+    """One launcher or library line that tells who failed first or who went away."""
+
+    kind: str  # the part after "clue:" (elastic_failed, srun_task, peer_rank, ...)
+    values: dict[str, str]
+    source: str
+    line: int
+    order: int
+    context: LineContext
 
 
 @dataclass
@@ -74,9 +147,11 @@ class Facts:
     rank_hosts_by_size: dict[int, dict[int, str]] = field(default_factory=dict)
     rank_gpus_by_size: dict[int, dict[int, int]] = field(default_factory=dict)  # rank -> NCCL cudaDev
     rank_pids_by_size: dict[int, dict[int, int]] = field(default_factory=dict)
+    rank_local_by_size: dict[int, dict[int, int]] = field(default_factory=dict)  # rank -> NCCL localRank
     timeouts_ms: Counter[int] = field(default_factory=Counter)
     job_ids: Counter[str] = field(default_factory=Counter)
     hits: Counter[str] = field(default_factory=Counter)
+    clues: list[Clue] = field(default_factory=list)
 
     def add_version(self, kind: str, value: str) -> None:
         value = value.replace(", ", ".").replace(",", ".")
@@ -89,7 +164,8 @@ class Facts:
             self.env.setdefault(k, Counter()).update(c)
         self.world_sizes.update(other.world_sizes)
         for mine_all, theirs_all in ((self.rank_gpus_by_size, other.rank_gpus_by_size),
-                                     (self.rank_pids_by_size, other.rank_pids_by_size)):
+                                     (self.rank_pids_by_size, other.rank_pids_by_size),
+                                     (self.rank_local_by_size, other.rank_local_by_size)):
             for n, table in theirs_all.items():
                 mine_all.setdefault(n, {}).update({r: v for r, v in table.items() if r not in mine_all.get(n, {})})
         for n, table in other.rank_hosts_by_size.items():
@@ -99,6 +175,7 @@ class Facts:
         self.timeouts_ms.update(other.timeouts_ms)
         self.job_ids.update(other.job_ids)
         self.hits.update(other.hits)
+        self.clues.extend(other.clues)
 
     @property
     def rank_hosts(self) -> dict[int, str]:
@@ -113,6 +190,19 @@ class Facts:
     @property
     def rank_pids(self) -> dict[int, int]:
         return self.rank_pids_by_size[max(self.rank_pids_by_size)] if self.rank_pids_by_size else {}
+
+    @property
+    def rank_local(self) -> dict[int, int]:
+        return self.rank_local_by_size[max(self.rank_local_by_size)] if self.rank_local_by_size else {}
+
+    @property
+    def proc_ranks(self) -> dict[tuple[str, int], int]:
+        """(host, pid) -> global rank, from NCCL's init lines of the largest communicator."""
+        if not self.rank_pids_by_size:
+            return {}
+        n = max(self.rank_pids_by_size)
+        hosts = self.rank_hosts_by_size.get(n, {})
+        return {(hosts[r], pid): r for r, pid in self.rank_pids_by_size[n].items() if r in hosts}
 
     @property
     def world_size(self) -> int | None:
@@ -156,6 +246,18 @@ class Facts:
         return None
 
 
+def apply_clue(facts: Facts, fp: FactPattern, text: str, source: str, line: int, order: int,
+               context: LineContext) -> None:
+    if facts.hits[fp.name] >= MAX_CLUES:
+        return
+    m = fp.regex.search(text[:4096])  # every template sits near the start of its line
+    if not m:
+        return
+    facts.hits[fp.name] += 1
+    values = {k: v for k, v in m.groupdict().items() if v is not None}
+    facts.clues.append(Clue(fp.name.split(":", 1)[1], values, source, line, order, context))
+
+
 def apply_fact(facts: Facts, fp: FactPattern, text: str) -> None:
     if facts.hits[fp.name] >= MAX_FACT_HITS:
         return
@@ -176,11 +278,16 @@ def apply_fact(facts: Facts, fp: FactPattern, text: str) -> None:
     elif fp.name == "world_size":
         facts.world_sizes[int(g["v"])] += 1
     elif fp.name == "nccl_rank":
+        head = _NCCL_HEADER.search(text, 0, max(0, m.start()))
+        if head:
+            g.update(host=head.group("host"), pid=head.group("pid"))
         facts.world_sizes[int(g["n"])] += 1
         if g.get("host") and int(g["n"]) > 1:
             facts.rank_hosts_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), g["host"])
         if g.get("cdev") is not None:
             facts.rank_gpus_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["cdev"]))
+        if g.get("local") is not None:
+            facts.rank_local_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["local"]))
         if g.get("pid"):
             facts.rank_pids_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["pid"]))
     elif fp.name == "env":

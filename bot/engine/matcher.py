@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from .context import parse_line
-from .facts import FACT_PATTERNS, Facts, apply_fact
+from .facts import CLUE_PATTERNS, FACT_PATTERNS, Facts, apply_clue, apply_fact
 from .library import VERIFY_TIMEOUT_S, Library, Pattern
 from .model import Evidence, LineContext
 from .scanner import RawHit, ScanPlan, make_backend
@@ -49,8 +49,10 @@ class Matcher:
         self.library = library
         items = [(p.literals, p.ignorecase) for p in library.patterns]
         items += [(f.literals, f.ignorecase) for f in FACT_PATTERNS]
+        items += [(f.literals, f.ignorecase) for f in CLUE_PATTERNS]
         self.plan = ScanPlan.build(items, context_items=len(library.patterns))
         self.n_patterns = len(library.patterns)
+        self.n_facts = len(FACT_PATTERNS)
         self.backend = make_backend(self.plan, backend)
         self.excludes = {sid: sig.excludes for sid, sig in library.signatures.items()}
 
@@ -75,6 +77,12 @@ class Matcher:
         # progress bars overwrite themselves with \r; each segment is its own message
         segments = [s for s in hit.text.split("\r") if s.strip()] if "\r" in hit.text else [hit.text]
         for item in items:
+            if item >= self.n_patterns + self.n_facts:
+                cp = CLUE_PATTERNS[item - self.n_patterns - self.n_facts]
+                for seg in segments:
+                    apply_clue(facts, cp, seg, source, hit.line, order_base + hit.line,
+                               parse_line(seg).merged_with(source_ctx))
+                continue
             if item >= self.n_patterns:
                 fp = FACT_PATTERNS[item - self.n_patterns]
                 for seg in segments:

@@ -71,6 +71,7 @@ class Evidence:
             "host": ctx.host,
             "pid": ctx.pid,
             "local_rank": ctx.local_rank,
+            "gpu": ctx.gpu,
             "timestamp": ctx.timestamp.isoformat() if ctx.timestamp else None,
             "pattern": self.pattern,
         }
@@ -172,6 +173,11 @@ class Initiating:
     line: int | None = None
     timestamp: datetime | None = None
     reason: str = ""  # how we decided (earliest timestamp, the only rank that did not report, ...)
+    local_rank: int | None = None
+    gpu: int | None = None  # CUDA device index on the host
+    pid: int | None = None
+    # hosts or ranks other processes name as the peer that went away (or the far end of a failing link)
+    suspects: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,6 +188,11 @@ class Initiating:
             "line": self.line,
             "timestamp": self.timestamp.isoformat() if self.timestamp else None,
             "reason": self.reason,
+            "local_rank": self.local_rank,
+            "gpu": self.gpu,
+            "pid": self.pid,
+            "suspects": [{k: v for k, v in s.items() if k in ("rank", "host", "reason", "reports", "went_away")}
+                         for s in self.suspects],
         }
 
 

@@ -44,3 +44,31 @@ def test_real_case_is_named_first(case: Path) -> None:
         assert got == [], f"{meta.get('source')}: a healthy log got {got}"
     else:
         assert got and got[0] == meta["label"], f"{meta.get('source')}: want {meta['label']}, got {got[:3]}"
+
+
+def _attribution_cases() -> list[Path]:
+    out = []
+    for case in sorted(p for p in CASES.iterdir() if p.is_dir()):
+        meta = yaml.safe_load((case / "meta.yaml").read_text(encoding="utf-8"))
+        if "initiating_rank" in meta or "initiating_host" in meta:
+            out.append(case)
+    return out
+
+
+def test_the_attribution_set_is_broad() -> None:
+    """Real multi-rank logs whose thread tells which rank or host started it (issue 10: at least 40)."""
+    assert len(_attribution_cases()) >= 40
+
+
+@pytest.mark.parametrize("case", _attribution_cases(), ids=lambda p: p.name)
+def test_real_case_names_who_started_it(case: Path) -> None:
+    """The rank and host the probes will be sent to: an expert's reading of the same log. A case
+    that knows only the local rank (the `[dev]` of an NCCL header, one node) accepts `local_rank`."""
+    meta = yaml.safe_load((case / "meta.yaml").read_text(encoding="utf-8"))
+    files = sorted(str(f) for f in case.iterdir() if f.name != "meta.yaml" and not f.name.startswith("."))
+    init = diagnose_paths(files, workers=1).to_dict()["initiating"] or {}
+    if "initiating_rank" in meta:
+        got = {init.get("rank"), init.get("local_rank")} - {None}
+        assert meta["initiating_rank"] in got, f"{meta.get('source')}: rank want {meta['initiating_rank']}, got {init}"
+    if "initiating_host" in meta:
+        assert init.get("host") == meta["initiating_host"], f"{meta.get('source')}: host want {meta['initiating_host']}, got {init}"
