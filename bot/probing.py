@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.fusion import fuse, plan_probes
+from bot.engine.hosts import why_not_reachable
 from bot.engine.model import Report
 
 
@@ -29,6 +30,10 @@ def probe_and_fuse(
     plans = plan_probes(report, extra_hosts=hosts)
     if not plans:
         return report
+    # a container id or pod name reaches no agent by itself: named in the answer, with what to do
+    skipped = {h: why for h in plans if not _mapped(directory, h) and (why := why_not_reachable(h))}
+    for h in skipped:
+        del plans[h]
     job_id = job_id or report.facts.get("job_id")
     # one fan-out with the union of probes: agents answer in ~100 ms, a second round would double latency
     probes = sorted({p for plan in plans.values() for p in plan.probes})
@@ -43,7 +48,14 @@ def probe_and_fuse(
         deadline_s=deadline_s,
     )
     results = {host: answer.to_dict() for host, answer in answers.items()}
+    results.update({h: {"host": h, "probed": False, "reachable": False, "error": why, "results": []}
+                    for h, why in skipped.items()})
     if not report.diagnoses:
         report.probes = results
         return report
     return fuse(report, results)
+
+
+def _mapped(directory: Any, host: str) -> bool:
+    overrides = getattr(directory, "overrides", {}) or {}
+    return host in overrides or host.split(".", 1)[0] in overrides

@@ -36,6 +36,9 @@ class Group(Protocol):
 
 # srun's words for tasks it ended itself (teardown after the first failure), not a failure of their own
 _TEARDOWN = re.compile(r"^(?:Killed|Terminated|Hangup|Interrupt)\b|Exited with exit code 143\b|signal 15\b", re.I)
+# reports whose whole point is to name the rank the others wait for
+_SRUN_TASK = re.compile(r"srun: error: \S+: tasks? \d")
+_NAMES_THE_STRAGGLER = {"desync_rank", "hvd_missing"}
 _FLUSHED = re.compile(r"status=5 |\bWR_FLUSH_ERR|\(Flush\)|status=11 .*\bFlush\b")
 # a torchrun root-cause entry that was itself stopped by a signal from outside (the job was cancelled)
 _VICTIM_EXIT = {"-15", "-1", "-2"}
@@ -86,6 +89,20 @@ def _complete(who: _Who, facts: Facts, sources: dict[str, SourceInfo]) -> None:
         who.rank = facts.proc_ranks.get((who.host, who.pid))
     if who.host is None and who.rank is not None:
         who.host = facts.rank_hosts.get(who.rank)
+    if who.host is None and who.pid is not None:
+        who.host = next((c.context.host for c in facts.clues if c.context.pid == who.pid and c.context.host), None)
+    if who.host is None and (who.local_rank is not None or who.rank is not None):
+        # NCCL's service threads on one host saw this local rank's process go
+        seen = {c.context.host for c in facts.clues if c.kind == "closed_by_local" and c.context.host
+                and int(c.values["local"]) in (who.local_rank, who.rank)}
+        if len(seen) == 1:
+            who.host = seen.pop()
+    if who.host is None and who.source is not None and who.line is not None:
+        # output pasted after a shell prompt ran on the prompt's host
+        prompts = [c for c in facts.clues if c.kind == "prompt" and c.source == who.source and c.line <= who.line]
+        if prompts:
+            c = max(prompts, key=lambda c: c.line)
+            who.host = c.values.get("host") or c.values.get("host2")
     if who.gpu is None and who.rank is not None:
         who.gpu = facts.rank_gpus.get(who.rank)
     if who.pid is None and who.rank is not None:
@@ -130,6 +147,21 @@ def _first_exit(facts: Facts) -> tuple[_Who, str] | None:
             why += " (the tasks reported before it were killed by the teardown)"
         return _Who(rank=int(c.values["tasks"]) if single else None, host=c.values["host"],
                     source=c.source, line=c.line, timestamp=c.context.timestamp), why
+    ray = _clues(facts, "ray_worker_failed")
+    if ray:
+        c = ray[0]
+        return _Who(rank=int(c.values["rank"]), host=c.context.host, source=c.source, line=c.line,
+                    timestamp=c.context.timestamp), f"Ray Train reports worker {c.values['rank']} as the one that failed"
+    spawn = _clues(facts, "spawn_exit")
+    if spawn:
+        c = spawn[0]
+        return _Who(local_rank=int(c.values["local"]), host=c.context.host, source=c.source, line=c.line), \
+            f"torch.multiprocessing.spawn reports process {c.values['local']} as terminated with {c.values['what']}"
+    shard = _clues(facts, "shard_failed")
+    if shard:
+        c = shard[0]
+        return _Who(rank=int(c.values["rank"]), source=c.source, line=c.line, timestamp=c.context.timestamp), \
+            f"the launcher reports shard {c.values['rank']} as the one that failed to start"
     first = _clues(facts, "mpi_first")
     if first:
         c = first[0]
@@ -157,10 +189,16 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
             return
         seen.add((key, str(value)))
         who = reporter.context
-        by = ", ".join(x for x in (f"rank {who.rank}" if who.rank is not None else None, who.host) if x)
-        out.append({key: value, "reason": why + (f" (reported by {by})" if by else ""), "went_away": went_away,
+        by = " on ".join(x for x in (f"rank {who.rank}" if who.rank is not None else None, who.host) if x)
+        out.append({key: value, "reason": why + (f", reported by {by}" if by else ""), "went_away": went_away,
+                    "kind": reporter.kind,
                     "reports": 1, "source": reporter.source, "line": reporter.line})
 
+    for c in _clues(facts, "hvd_missing"):
+        ranks = c.values["ranks"].replace(" ", "").split(",")
+        if len(ranks) == 1:
+            add("rank", int(ranks[0]), "named by Horovod's stall report as the rank that never submitted the tensor",
+                c, True)
     for c in _clues(facts, "desync_rank"):
         add("rank", int(c.values["rank"]), "named by c10d's desync report as the rank that did not join the collective", c, True)
     for c in _clues(facts, "peer_rank"):
@@ -171,8 +209,8 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
     names += [h for h in evidence_hosts if not _IP.match(h) and short(h) not in {short(n) for n in names}]
     for c in _clues(facts, "peer_host"):
         peer = _host_of(c.values.get("peer") or c.values.get("peer2") or "", c.context.host, names, facts)
-        if peer and not same_host(peer, c.context.host):
-            add("host", peer, "closed the connection (the remote peer went away)", c, True)
+        if peer:  # the reporter's own host too: another process there went away
+            add("host", peer, "the peer that closed the connection", c, True)
     for c in _clues(facts, "link_peer"):
         peer = _host_of(c.values["peer"], c.context.host, names, facts, guess=False)
         if peer and not same_host(peer, c.context.host):
@@ -213,7 +251,9 @@ def _host_of(peer: str, reporter: str | None, names: list[str], facts: Facts, gu
     if not _IP.match(peer):
         return next((h for h in names if short(h) == short(peer)), peer)
     for c in facts.clues:
-        if c.kind == "host_address" and c.values["addr"] == peer and c.context.host:
+        # NCCL's "Using eth0:10.0.0.2<0>", or a RoCE line's own "localGid ::ffff:10.0.0.2"
+        addr = c.values.get("addr") if c.kind == "host_address" else c.values.get("local") if c.kind == "link_peer" else None
+        if addr == peer and c.context.host:
             return c.context.host
     others = [h for h in names if not same_host(h, reporter)]
     if guess and len(others) == 1:
@@ -238,7 +278,22 @@ def _lagging_rank(facts: Facts) -> tuple[int, str] | None:
                "it never entered the collective the others timed out in")
 
 
-def _make(sig: str, who: _Who, reason: str, sus: list[dict[str, Any]]) -> Initiating:
+def _only_host(ev_hosts: list[str], facts: Facts, sources: dict[str, SourceInfo]) -> str | None:
+    """The one host a single-node log names (in any line we read), if it names exactly one."""
+    names = {short(h): h for h in ev_hosts}
+    for c in facts.clues:
+        for h in (c.context.host, c.values.get("host")):
+            if h:
+                names.setdefault(short(h), h)
+    for h in [*facts.rank_hosts.values(), *(s.host for s in sources.values() if s.host)]:
+        names.setdefault(short(h), h)
+    return next(iter(names.values())) if len(names) == 1 else None
+
+
+def _make(sig: str, who: _Who, reason: str, sus: list[dict[str, Any]], only_host: str | None = None) -> Initiating:
+    if who.host is None and only_host is not None:
+        who.host = only_host
+        reason += f"; {only_host} is the only host the log names"
     local = who.local_rank
     if local is None and who.gpu is not None and who.rank is None:
         # NCCL's [dev] is the process's CUDA device: the local rank under the common one-GPU-per-process layout
@@ -262,8 +317,7 @@ def _merge_launcher(who: _Who, launcher: _Who | None) -> None:
     who.rank = who.rank if who.rank is not None else launcher.rank
     who.local_rank = who.local_rank if who.local_rank is not None else launcher.local_rank
     who.pid = who.pid if who.pid is not None else launcher.pid
-    # the launcher's spelling of the host (srun's short node name) is the one the scheduler knows
-    who.host = launcher.host or who.host
+    who.host = who.host or launcher.host
 
 
 def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -> tuple[Initiating | None, list[str]]:
@@ -274,7 +328,9 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
     sig = top.sig.id
     asks: list[str] = []
     evs: list[Evidence] = top.evidence
-    sus = suspects(facts, [e.context.host for g in groups for e in g.evidence if e.context.host])
+    ev_hosts = [e.context.host for g in groups for e in g.evidence if e.context.host]
+    sus = suspects(facts, ev_hosts)
+    lone = _only_host(ev_hosts, facts, sources)
     exit_info = _first_exit(facts)
     launcher, launcher_why = (exit_info[0], exit_info[1]) if exit_info else (None, "")
     if launcher is not None:
@@ -291,23 +347,25 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
         reason = "named as the first observed failure by torchrun's error summary"
         if len({b.captures.get("culprit_rank") for b in blocks}) > 1:
             reason += " (the earliest of the agents' summaries)"
-        return _make(sig, who, reason, sus), asks
+        return _make(sig, who, reason, sus, lone), asks
     # ... or the failure's own line names the process (mpirun's "process rank N ... on node X",
     # NCCL's "check your collective calls at and around rank N"); srun's lines go through the
     # launcher's bookkeeping below, which knows a teardown kill from a failure
     named = [e for e in evs if ("culprit_rank" in e.captures or "culprit_host" in e.captures)
-             and e.captures.get("culprit_exitcode") not in _VICTIM_EXIT and "srun: error:" not in e.text]
+             and e.captures.get("culprit_exitcode") not in _VICTIM_EXIT and not _SRUN_TASK.search(e.text)]
     if named:
         e = min(named, key=lambda e: e.order)
         who = _from_evidence(e, facts, sources)
         _merge_launcher(who, launcher)
-        return _make(sig, who, "named by the failure report itself", sus), asks
+        return _make(sig, who, "named by the failure report itself", sus, lone), asks
 
     # 2. the top failure's own lines name the peer that went away: that peer started it
     reporters = {e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
     own_lines = {(e.source, e.line) for e in evs}
+    own_sources = {e.source for e in evs}
     gone = [s for s in sus if s["went_away"] and s.get("rank") not in reporters
-            and (top.level != Level.INITIATING or (s["source"], s["line"]) in own_lines)]
+            and (top.level != Level.INITIATING or (s["source"], s["line"]) in own_lines
+                 or (s["kind"] in _NAMES_THE_STRAGGLER and s["source"] in own_sources))]
     if top.level == Level.INITIATING and not gone:
         who, reason = _from_own_lines(evs, facts, sources, launcher)
         if not who.known() and launcher is not None and launcher.known():
@@ -321,23 +379,24 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
             # the failing process printed no global rank, and its peers name one rank as gone
             who.rank = gone_ranks.pop()
             reason += f"; its peers found rank {who.rank} gone"
-        return _make(sig, who, reason, sus), asks
+        return _make(sig, who, reason, sus, lone), asks
 
     # 3. only downstream reports (or reports of a peer): the peer they name, the rank behind, the
     # one that never reported
     if gone:
-        s = max(gone, key=lambda s: s["reports"])
+        # a peer the log names by host name beats a bare address (which may be any interface)
+        s = max(gone, key=lambda s: ("rank" in s or not _IP.match(str(s.get("host", ""))), s["reports"]))
         who = _Who(rank=s.get("rank"), host=s.get("host"), source=s["source"], line=s["line"])
         _complete(who, facts, sources)
         _merge_launcher(who, launcher)
-        return _make(sig, who, s["reason"], sus), asks
+        return _make(sig, who, s["reason"], sus, lone), asks
     if launcher is not None and launcher.known():
-        return _make(sig, launcher, launcher_why, sus), asks
+        return _make(sig, launcher, launcher_why, sus, lone), asks
     lag = _lagging_rank(facts)
     if lag is not None:
         who = _Who(rank=lag[0])
         _complete(who, facts, sources)
-        return _make(sig, who, lag[1], sus), asks
+        return _make(sig, who, lag[1], sus, lone), asks
     ws = facts.world_size
     if ws is None and len(reporters) >= 2 and min(reporters) == 1 and max(reporters) == len(reporters):
         ws = len(reporters) + 1  # ranks 1..n reported: the world is at least n + 1, and rank 0 is silent
@@ -354,7 +413,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
         if len(missing) == 1:
             who = _Who(rank=missing[0])
             _complete(who, facts, sources)
-            return _make(sig, who, f"the only rank of {ws} that did not report {sig}", sus), asks
+            return _make(sig, who, f"the only rank of {ws} that did not report {sig}", sus, lone), asks
     timed = [e for e in evs if e.context.timestamp is not None]
     first = min(timed, key=lambda e: (e.context.timestamp, e.order)) if timed else min(evs, key=lambda e: e.order)
     who = _from_evidence(first, facts, sources)
@@ -363,7 +422,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
             f"The log shows only {sig}, which reports another rank's failure. Please attach the logs "
             "of the other ranks (or the kernel log of their hosts): the first rank to fail holds the cause."
         )
-    return _make(sig, who, "first to report it (a downstream report: the cause may be elsewhere)", sus), asks
+    return _make(sig, who, "first to report it (a downstream report: the cause may be elsewhere)", sus, lone), asks
 
 
 def _from_own_lines(evs: list[Evidence], facts: Facts, sources: dict[str, SourceInfo],
@@ -372,6 +431,31 @@ def _from_own_lines(evs: list[Evidence], facts: Facts, sources: dict[str, Source
     # an IB work request flushed because its queue pair had already failed is that failure's echo
     own = [e for e in evs if not _FLUSHED.search(e.text)] or evs
     whos = [(e, _from_evidence(e, facts, sources)) for e in own]
+    if len(own) < len(evs):
+        w, why = _pick(whos, launcher)
+        if why == "the only process that printed it":
+            return w, "the only process whose error is not a flushed work request, which only follows an earlier error"
+        return w, why + ", leaving out flushed work requests, which only follow an earlier error"
+    return _pick(whos, launcher)
+
+
+def _pick(whos: list[tuple[Evidence, _Who]], launcher: _Who | None) -> tuple[_Who, str]:
+    w, why = _pick_line(whos, launcher)
+    # a bare line (libmlx5's "mlx5: host: got completion with error") gets the process details from
+    # the same host's other lines, when they name one process
+    if w.host and (w.pid is None or w.gpu is None):
+        same = {(o.pid, o.gpu, o.rank, o.local_rank) for _, o in whos
+                if same_host(o.host, w.host) and (o.pid is not None or o.gpu is not None)}
+        if len(same) == 1:
+            pid, gpu, rank, local = same.pop()
+            w.pid = w.pid if w.pid is not None else pid
+            w.gpu = w.gpu if w.gpu is not None else gpu
+            w.rank = w.rank if w.rank is not None else rank
+            w.local_rank = w.local_rank if w.local_rank is not None else local
+    return w, why
+
+
+def _pick_line(whos: list[tuple[Evidence, _Who]], launcher: _Who | None) -> tuple[_Who, str]:
     ranks = {w.rank for _, w in whos if w.rank is not None}
     procs = {(w.host, w.pid, w.rank, w.local_rank) for _, w in whos if w.known() or w.pid is not None}
     if len(procs) == 1:

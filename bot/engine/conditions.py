@@ -100,7 +100,7 @@ def view_for_hosts(results: dict[str, dict[str, Any]], hosts: set[str], facts: F
             gpu_rank.setdefault((host, gpu), []).append(rank)
     for host in sorted(hosts):
         answer = results.get(host)
-        if answer is None:
+        if answer is None or answer.get("probed") is False:  # a name no agent answers to says nothing of the host
             continue
         if not answer.get("reachable", True):
             view.unreachable.append(host)

@@ -23,6 +23,11 @@ _SYSLOG = re.compile(
     r"(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?P<host>[\w.\-]+) (?P<proc>[\w.\-/@]+)(?:\[(?P<pid>\d+)\])?: "
 )
+# the same in a zh/ja locale: "11月 15 14:15:47 leon-NF5468M6 nv-fabricmanager[4177]: ..."
+_SYSLOG_CJK = re.compile(
+    r"(?P<mon>1[0-2]|0?[1-9])月 +(?P<day>\d{1,2})日? (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"(?P<host>[\w.\-]+) (?P<proc>[\w.\-/@]+)(?:\[(?P<pid>\d+)\])?: "
+)
 # journalctl -o short-iso: "2024-06-26T05:06:30+0000 gpu-node-17 kernel: ..."
 _ISO_SYSLOG = re.compile(
     r"(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
@@ -49,7 +54,7 @@ _LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
 # Kernel device names ("nvidia-nvswitch0: SXid ...", "nvidia0: ...", "mlx5_0: ...") take the same
 # place and are never hosts.
 _HOST_PREFIX = re.compile(
-    r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d_|mlx5_|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
+    r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
     r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): "
 )
 # Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
@@ -62,17 +67,27 @@ _CRI = re.compile(
 _COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.\-]*) +\| ")
 # stream tags glued to each line by Azure ML and some launchers: "[stderr]ModuleNotFoundError: ..."
 _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
+# a log quoted in markdown: "> node201:127799:127863 [0] ... NCCL WARN ..."
+_QUOTE = re.compile(r">+ ?")
+# Open MPI's own messages: "[note8:86717] *** Process received signal ***"
+_OMPI = re.compile(r"\[(?P<host>[A-Za-z][\w.\-]*):(?P<pid>\d+)\] ")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
-_RAY = re.compile(r"\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) ")
+# vLLM's workers: "(VllmWorker rank=3 pid=1090) ...", "(VllmWorker TP1 pid=77) ...", "(Worker_TP1 pid=77) ..."
+_RAY = re.compile(
+    r"\((?:[\w.]*?(?:_TP(?P<tp>\d+))?[\w.]* )?(?:(?:rank=|TP)(?P<rank>\d+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) "
+)
 
 # --- markers found anywhere ---------------------------------------------------------------------
 # NCCL's header, as debug.cc prints it: "host:pid:tid [dev] NCCL INFO", WARN with the source
 # location ("[4] ib_plugin.c:1615 NCCL WARN", NCCL 2.0-2.3 "include/socket.h 398 NCCL WARN"),
 # TRACE with a time ("[0] 12.345 misc.cc:20 NCCL TRACE"). A redacted host ("<hostname>", "xxx")
 # still gives pid and device; a header with no host at all ("[3] include/shm.h:28 NCCL WARN") the device.
-_NCCL_SRC = r"(?:\d+\.\d+ )?(?:[\w./\-]+(?::| )\d+ )?"
+# The location is any token: issue trackers turn "net_ib.cc:101" into "[net_ib.cc:101](http://...)".
+# NCCL 2.2 and older print no "NCCL" word: "host:pid:tid [0] include/socket.h:360 WARN Call to connect failed".
+_NCCL_SRC = r"(?:\d+\.\d+ )?(?:\S{1,200}? )?"
+_NCCL_WORD = r"(?:NCCL |(?=(?:WARN|INFO|TRACE) ))"
 _NCCL = re.compile(
-    r"(?P<host>[\w.\-]+|<[^<>\s]{1,64}>|\*+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] " + _NCCL_SRC + r"NCCL "
+    r"(?P<host>[\w.\-]+|<[^<>\s]{1,64}>|\*+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] " + _NCCL_SRC + _NCCL_WORD
 )
 _NCCL_NO_HOST = re.compile(
     r"(?:^|\s)(?:(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w.\-]{0,127}) )?\[(?P<dev>\d+)\] " + _NCCL_SRC + r"NCCL (?:WARN|INFO|TRACE)"
@@ -80,12 +95,21 @@ _NCCL_NO_HOST = re.compile(
 # placeholders people put where a host name was: "<cluster_name>", "xxx", "hostname"
 _PLACEHOLDER_HOST = re.compile(r"<.*>|\*+|x{3,}|X{3,}|hostname|host|node|localhost\.localdomain|your[-_]?host\w*", re.I)
 # "[Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 3]"; c10d's uniqueId exchange: "[1] is setting up NCCL communicator"
-_RANK_BRACKET = re.compile(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]|\[(?P<rank2>\d+)\] is setting up NCCL communicator")
+# c10d's reducer checks: "RuntimeError: [2]: params[4] in this process ..."
+_RANK_BRACKET = re.compile(
+    r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]|\[(?P<rank2>\d+)\] is setting up NCCL communicator"
+    r"|\w(?:Error|Exception): \[(?P<rank3>\d+)\]: "
+)
 # glog and c10 logging: "E0626 05:06:30.929" (glog) or "[E626 05:06:30.929096625 File.cpp:632]" (c10)
 _GLOG = re.compile(r"(?<![\w.])[IWEF](?P<mm>1[0-2]|0?[1-9])(?P<dd>[0-3]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)\b")
 _ISO = re.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T _](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d+))?"
 )
+# Ray's memory monitor and raylet name the node by address: "Memory on the node (IP: 10.0.0.5, ID: ...)",
+# "... killed due to memory pressure (OOM), ... at node (ID: 4f..., IP: 10.0.167.26)"
+_RAY_NODE = re.compile(r"\bnode \((?:ID: \w+, )?IP: (?P<ip>\d{1,3}(?:\.\d{1,3}){3})")
+# rdma-core's mlx5 provider names the host: "mlx5: gpu-node-3: got completion with error:"
+_LIBMLX5 = re.compile(r"\bmlx5: (?P<ip>[\w.\-]+): got completion with error")
 _SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
 
 _NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker|process)[-_.]?(?P<rank>\d{1,5})(?:\D|$)", re.I)
@@ -111,6 +135,12 @@ def _peel(body: str, ctx: LineContext) -> str:
             ctx.timestamp = ctx.timestamp or _time(
                 (1900, _MONTHS[m.group("mon").lower()], int(m.group("day"))), m.group("time")
             )
+            body = body[m.end():]
+            continue
+        m = _SYSLOG_CJK.match(body)
+        if m:
+            ctx.host = ctx.host or m.group("host")
+            ctx.timestamp = ctx.timestamp or _time((1900, int(m.group("mon")), int(m.group("day"))), m.group("time"))
             body = body[m.end():]
             continue
         m = _ISO_SYSLOG.match(body) or _CRI.match(body)
@@ -167,15 +197,29 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             body = body[m.end():]
             continue
+        m = _QUOTE.match(body)
+        if m:
+            body = body[m.end():]
+            continue
+        m = _OMPI.match(body)
+        if m:
+            ctx.host = ctx.host or m.group("host")
+            ctx.pid = ctx.pid or int(m.group("pid"))
+            body = body[m.end():]
+            continue
         m = _RAY.match(body)
         if m:
             ctx.pid = int(m.group("pid"))
             ctx.host = ctx.host or m.group("ip")
+            rank = m.group("rank") or m.group("tp")
+            if rank is not None and ctx.rank is None:
+                ctx.rank = int(rank)
             body = body[m.end():]
             continue
         m = _HOST_PREFIX.match(body)
         if m and not _NCCL.match(body):
-            ctx.host = ctx.host or m.group("host")
+            # slurmstepd logs as "slurmstepd-<node>: error: ..."
+            ctx.host = ctx.host or m.group("host").removeprefix("slurmstepd-")
             body = body[m.end():]
             continue
         break
@@ -204,7 +248,7 @@ def parse_line(line: str) -> LineContext:
                 ctx.host = ctx.host or m.group("host")
     m = _RANK_BRACKET.search(head)
     if m and ctx.rank is None:
-        ctx.rank = int(m.group("rank") or m.group("rank2"))
+        ctx.rank = int(m.group("rank") or m.group("rank2") or m.group("rank3"))
     if ctx.timestamp is None:
         m = _ISO.search(head, 0, 160)
         if m:
@@ -218,6 +262,10 @@ def parse_line(line: str) -> LineContext:
         if m:
             hh, frac = (m.group("time").split(".") + [None])[:2]
             ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), hh, frac)
+    if ctx.host is None:
+        m = _RAY_NODE.search(head) or _LIBMLX5.search(head)
+        if m and m.group("ip") != "host_unknown":
+            ctx.host = m.group("ip")
     m = _SLURM_JOB.search(head)
     if m:
         ctx.job_id = m.group("job")

@@ -12,11 +12,11 @@ from functools import cmp_to_key
 from typing import Any
 
 from . import catalog
+from .attribution import attribute
 from .conditions import Env, ProbeView, evaluate, view_for_hosts
 from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
-from .attribution import attribute
 from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
 
 MAX_KEPT_EVIDENCE = 400  # per signature; the count keeps growing, the list does not
@@ -345,17 +345,25 @@ def _confidence(g: _Group, groups: list[_Group]) -> float:
     return max(0.05, min(0.99, c))
 
 
+def _named_hosts(init: Initiating | None) -> list[str]:
+    """The initiating host and the peers the reporters name as gone (for the initiating signature)."""
+    if init is None:
+        return []
+    out = [init.host] if init.host else []
+    return out + [s["host"] for s in init.suspects if s.get("went_away") and s.get("host") and s["host"] not in out]
+
+
 def _probe_targets(sig: Signature, g: _Group, init: Initiating | None, all_hosts: list[str]) -> list[dict[str, Any]]:
     out = []
-    implicated = sorted({e.context.host for e in g.evidence if e.context.host})
+    implicated = sorted({e.context.host for e in g.evidence if e.context.host} | set(_named_hosts(init)))
     for p in sig.probes:
         scope = p.get("hosts", "implicated")
         if scope == "initiating":
             hosts = [init.host] if init and init.host else implicated
         elif scope == "all":
-            hosts = all_hosts
+            hosts = sorted(set(all_hosts) | set(implicated))
         else:
-            hosts = implicated or ([init.host] if init and init.host else [])
+            hosts = implicated
         out.append({"name": p["name"], "hosts": hosts, "why": p.get("why", "")})
     return out
 
@@ -370,7 +378,7 @@ def build_report(
     probe_results: dict[str, Any] | None = None,
 ) -> Report:
     groups_by_id: dict[str, _Group] = {}
-    rank_hosts = facts.rank_hosts
+    rank_hosts, proc_ranks = facts.rank_hosts, facts.proc_ranks
     for ev in evidence:
         sig = library.signatures.get(ev.signature)
         if sig is None:
@@ -384,6 +392,8 @@ def build_report(
         _infer_time(ev)
         if ev.context.host is None and ev.context.rank is not None:
             ev.context.host = rank_hosts.get(ev.context.rank)
+        elif ev.context.rank is None and ev.context.host and ev.context.pid is not None:
+            ev.context.rank = proc_ranks.get((ev.context.host, ev.context.pid))
         g.add(ev)
     _release_claimed_lines(groups_by_id)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
@@ -399,7 +409,7 @@ def build_report(
     init, asks = attribute(groups, facts, source_map)
 
     hosts = sorted({e.context.host for g in groups for e in g.evidence if e.context.host}
-                   | set(facts.rank_hosts.values()) | {s.host for s in sources if s.host})
+                   | set(facts.rank_hosts.values()) | {s.host for s in sources if s.host} | set(_named_hosts(init)))
     ranks = sorted({e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
                    | set(facts.rank_hosts) | {s.rank for s in sources if s.rank is not None})
     first_evidence = {sid: min(g.evidence, key=lambda e: e.order) for sid, g in present.items()}
@@ -445,6 +455,7 @@ def build_report(
                 parent=g.sig.parent,
                 explained_by=g.explained_by,
                 probes=_probe_targets(g.sig, g, init if init and init.signature == g.sig.id else None, hosts),
+                extra_hosts=_named_hosts(init) if init and init.signature == g.sig.id else [],
                 references=g.sig.references,
                 missing_facts=missing,
             )

@@ -98,7 +98,8 @@ CLUE_PATTERNS: list[FactPattern] = [
                            r"|Connection (?:closed|reset) by peer \[(?P<peer2>[\w.\-:%]{1,128})\]:\d+")),
     # NCCL IB: "Got completion from peer 172.36.143.59<44206> with status=12" — the other end of the link
     FactPattern("clue:link_peer", ("Got completion from peer",),
-                re.compile(r"Got completion from peer (?P<peer>[\w.\-:]{1,128}?)<\d+>")),
+                re.compile(r"Got completion from peer (?P<peer>[\w.\-:]{1,128}?)<\d+>"
+                           r"(?:.{0,120}?localGid (?:::ffff:)?(?P<local>\d{1,3}(?:\.\d{1,3}){3})\b)?")),
     # c10d watchdog: "Timeout at NCCL work: 20, last enqueued NCCL work: 20, last completed NCCL work: 19."
     # (2.4+: "PG status: last enqueued work: 315, last completed work: 183")
     FactPattern("clue:work_counter", ("last enqueued",),
@@ -114,6 +115,29 @@ CLUE_PATTERNS: list[FactPattern] = [
     # "gpu-2:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>", "Bootstrap : Using eth0:10.0.0.2<0>"
     FactPattern("clue:host_address", (" : Using ",),
                 re.compile(r"(?:Bootstrap|NET/Socket|NET/IB) ?: Using (?:\[\d+\])?[\w.\-]+:(?P<addr>[\d.]+|[\da-fA-F:]+)<\d+>")),
+    # Horovod's stall inspector: "HorovodBroadcast_conv1_0 [missing ranks: 0]" — the rank that never submitted
+    FactPattern("clue:hvd_missing", ("[missing ranks: ",),
+                re.compile(r"\[missing ranks: (?P<ranks>\d+(?:, ?\d+)*)\]")),
+    # TGI's launcher: "ERROR text_generation_launcher: Shard 0 failed to start"
+    FactPattern("clue:shard_failed", ("failed to start",),
+                re.compile(r"\bShard (?P<rank>\d+) failed to start")),
+    # Ray Train's executor: "Worker 7 has failed." (the worker index is its world rank)
+    FactPattern("clue:ray_worker_failed", ("has failed.",),
+                re.compile(r"\bWorker (?P<rank>\d+) has failed\.")),
+    # torch.multiprocessing.spawn: "ProcessExitedException: process 1 terminated with signal SIGABRT",
+    # "process 0 terminated with exit code 1", "-- Process 1 terminated with the following error:"
+    FactPattern("clue:spawn_exit", ("terminated with signal", "terminated with exit code", "terminated with the following error"),
+                re.compile(r"(?:ProcessExitedException: process|^-- Process) (?P<local>\d+) terminated with "
+                           r"(?P<what>signal \w+|exit code -?\d+|the following error)")),
+    # NCCL's [Service thread] on a host sees a local rank's process go: "Connection closed by localRank 2"
+    FactPattern("clue:closed_by_local", ("Connection closed by localRank",),
+                re.compile(r"Connection closed by localRank (?P<local>\d+)")),
+    # lines NCCL prints a bounded number of times per process at start-up: they tie a pid to its host
+    FactPattern("clue:proc_header", ("Setting affinity for GPU", "NCCL version", "NCCL WARN"),
+                re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] ")),
+    # a shell prompt pasted with the output: "[root@gpu-node-3 ~]# nvidia-smi", "alice@dgx01:~$ dmesg"
+    FactPattern("clue:prompt", ("~]#", "~]$", ":~$", ":~#"),
+                re.compile(r"^\s*(?:\[[\w.\-]+@(?P<host>[\w.\-]+) ~\][#$]|[\w.\-]+@(?P<host2>[\w.\-]+):~[#$])")),
     # torch elastic, newer wording of the teardown: "Closing process 1234 via signal SIGTERM"
     FactPattern("clue:elastic_closing", ("via signal SIG",),
                 re.compile(r"Closing process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")),
@@ -122,7 +146,7 @@ MAX_CLUES = 500  # per kind: teardown lists and per-rank reports repeat
 
 # Hints that a line mentions a setting without it being set ("run with NCCL_DEBUG=INFO for details").
 _ADVICE = re.compile(r"\b(?:run with|set(?:ting)? the environment variable|consider setting|try setting|you can set|e\.g\.|please set)\b", re.I)
-_NCCL_HEADER = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO ")
+_NCCL_HEADER = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] (?:NCCL )?INFO ")
 MAX_FACT_HITS = 5000  # per fact kind and source: start-up chatter can repeat a fact per rank
 
 
@@ -248,8 +272,6 @@ class Facts:
 
 def apply_clue(facts: Facts, fp: FactPattern, text: str, source: str, line: int, order: int,
                context: LineContext) -> None:
-    if facts.hits[fp.name] >= MAX_CLUES:
-        return
     m = fp.regex.search(text[:4096])  # every template sits near the start of its line
     if not m:
         return

@@ -51,8 +51,13 @@ def plan_probes(report: Report, extra_hosts: list[str] | None = None, max_diagno
                     plan(host).probes.append(p["name"])
                     if p.get("why"):
                         plan(host).why.append(p["why"])
-    if report.initiating and report.initiating.host:
-        plan(report.initiating.host)
+    init = report.initiating
+    if init and init.host:
+        plan(init.host)
+    # a peer the reporters name as gone is the first place to look after the initiating host
+    for s in init.suspects if init else []:
+        if s.get("went_away") and s.get("host"):
+            plan(s["host"]).why.append(s.get("reason", ""))
     for host in extra_hosts or []:
         plan(host)
     for hp in plans.values():

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from .context import parse_line
-from .facts import CLUE_PATTERNS, FACT_PATTERNS, Facts, apply_clue, apply_fact
+from .facts import CLUE_PATTERNS, FACT_PATTERNS, MAX_CLUES, Facts, apply_clue, apply_fact
 from .library import VERIFY_TIMEOUT_S, Library, Pattern
 from .model import Evidence, LineContext
 from .scanner import RawHit, ScanPlan, make_backend
@@ -79,6 +79,8 @@ class Matcher:
         for item in items:
             if item >= self.n_patterns + self.n_facts:
                 cp = CLUE_PATTERNS[item - self.n_patterns - self.n_facts]
+                if facts.hits[cp.name] >= MAX_CLUES:
+                    continue
                 for seg in segments:
                     apply_clue(facts, cp, seg, source, hit.line, order_base + hit.line,
                                parse_line(seg).merged_with(source_ctx))

@@ -133,6 +133,7 @@ class Diagnosis:
     probes: list[dict[str, Any]] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     missing_facts: list[str] = field(default_factory=list)
+    extra_hosts: list[str] = field(default_factory=list)  # named by attribution, not by its own lines
 
     @property
     def ranks(self) -> list[int]:
@@ -140,7 +141,7 @@ class Diagnosis:
 
     @property
     def hosts(self) -> list[str]:
-        return sorted({e.context.host for e in self.evidence if e.context.host})
+        return sorted({e.context.host for e in self.evidence if e.context.host} | set(self.extra_hosts))
 
     def to_dict(self, max_evidence: int = 20) -> dict[str, Any]:
         return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .attribution import same_host, started_by
 from .model import Diagnosis, Evidence, Level, Report
 
 DECISIVE_LINES = 5
@@ -20,19 +21,6 @@ def decisive_evidence(d: Diagnosis, limit: int = DECISIVE_LINES) -> list[Evidenc
     return d.evidence[:limit]
 
 
-def other_ranks_note(report: Report) -> str | None:
-    """"3 other ranks only reported it" — the count of ranks that saw the failure second-hand."""
-    if not report.initiating or not report.diagnoses:
-        return None
-    ranks = set()
-    for d in report.diagnoses:
-        ranks.update(d.ranks)
-    ranks.discard(report.initiating.rank)
-    if not ranks:
-        return None
-    return f"{len(ranks)} other rank{'s' if len(ranks) != 1 else ''} only reported it"
-
-
 def render_text(report: Report, verbose: bool = False) -> str:
     out: list[str] = []
     if not report.diagnoses:
@@ -45,11 +33,16 @@ def render_text(report: Report, verbose: bool = False) -> str:
     out.append(f"{top.signature}: {top.title} (confidence {top.confidence:.0%})")
     if top.level != Level.INITIATING:
         out.append("  (only downstream reports were found: the cause may be in a log that is not here)")
-    init = report.initiating
-    if init:
-        who = ", ".join(x for x in (f"rank {init.rank}" if init.rank is not None else None, init.host) if x)
-        note = other_ranks_note(report)
-        out.append(f"Started by: {who or 'unknown rank/host'} — {init.reason}" + (f"; {note}" if note else ""))
+    line = started_by(report)
+    if line:
+        out.append(f"Started by: {line}")
+    if report.initiating and report.initiating.suspects:
+        init = report.initiating
+        gone = [s for s in init.suspects
+                if not (same_host(s.get("host"), init.host) or ("rank" in s and s["rank"] == init.rank))]
+        for s in gone[:3]:
+            who = f"rank {s['rank']}" if "rank" in s else s["host"]
+            out.append(f"  suspect: {who} — {s['reason']}")
     out.append("")
     out.append(top.summary)
     out.append("")

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bot.engine import Report
+from bot.engine.attribution import started_by
 from bot.engine.model import Level
-from bot.engine.render import other_ranks_note
 from bot.redact import redact
 
 DECISIVE_LINES = 5
@@ -46,7 +46,6 @@ class Answer:
     level: str  # initiating | downstream | secondary
     summary: str
     initiating: str | None = None  # "rank 0 on gpu-node-17 (the only rank that reported it)"
-    others_note: str | None = None  # "3 other ranks only reported it"
     evidence: list[EvidenceLine] = field(default_factory=list)
     evidence_total: int = 0
     causes: list[CauseLine] = field(default_factory=list)
@@ -104,6 +103,9 @@ def probe_host_lines(probes: dict[str, Any]) -> list[HostProbe]:
     for host, res in sorted(probes.items()):
         if not isinstance(res, dict):
             continue
+        if res.get("probed") is False:
+            out.append(HostProbe(host, False, [redact(res.get("error") or "not probed")]))
+            continue
         if res.get("reachable") is False or res.get("error") and not res.get("results"):
             out.append(HostProbe(host, False, [redact(f"did not answer: {res.get('error') or 'no reply'}")]))
             continue
@@ -128,11 +130,7 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
                  extra_warnings: list[str] | None = None, changes: list[str] | None = None) -> Answer:
     """The answer for the top diagnosis. `report` must have at least one diagnosis."""
     top = report.diagnoses[0]
-    init = report.initiating
-    initiating = None
-    if init is not None:
-        who = _who(init.rank, init.host) or "an unknown rank"
-        initiating = f"{who}" + (f" ({init.reason})" if init.reason else "")
+    initiating = started_by(report)
     evidence = [
         EvidenceLine(where=f"{e.source}:{e.line}", who=_who(e.context.rank, e.context.host), text=redact(e.text.strip()))
         for e in top.evidence[:DECISIVE_LINES]
@@ -157,7 +155,6 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
         level=top.level.name.lower(),
         summary=redact(top.summary),
         initiating=redact(initiating) if initiating else None,
-        others_note=other_ranks_note(report),
         evidence=evidence,
         evidence_total=top.evidence_count,
         causes=causes,

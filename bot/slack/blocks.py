@@ -114,10 +114,7 @@ def answer_blocks(a: Answer) -> list[Block]:
         head += f"\n{esc(a.job)}"
     blocks: list[Block] = [_section(head)]
     if a.initiating:
-        line = f"*Started by* {esc(a.initiating)}"
-        if a.others_note:
-            line += f"; {esc(a.others_note)}"
-        blocks.append(_section(line))
+        blocks.append(_section(f"*Started by* {esc(a.initiating)}"))
     blocks.append(_section(esc(a.summary)))
     if a.evidence:
         blocks.append(_section(_evidence_section(a)))

@@ -50,7 +50,8 @@ def _attribution_cases() -> list[Path]:
     out = []
     for case in sorted(p for p in CASES.iterdir() if p.is_dir()):
         meta = yaml.safe_load((case / "meta.yaml").read_text(encoding="utf-8"))
-        if "initiating_rank" in meta or "initiating_host" in meta:
+        if ("initiating_rank" in meta or "initiating_host" in meta) and \
+                str(meta.get("eval_attribution", "")).split("#")[0].strip() != "skip":
             out.append(case)
     return out
 

@@ -16,7 +16,7 @@ def huge_answer() -> Answer:
     line = "[rank0]: " + "x" * 10_000
     return Answer(
         incident_id=7, version=3, signature="nccl-cuda-999", title="T" * 500, confidence=0.84, level="initiating",
-        summary="S" * 6000, initiating="rank 0, gpu-node-17 (" + "r" * 4000 + ")", others_note="63 other ranks only reported it",
+        summary="S" * 6000, initiating="rank 0, gpu-node-17 (" + "r" * 4000 + ")",
         evidence=[EvidenceLine(f"rank{i}.log:{i}", f"rank {i}, gpu-node-{i}", line) for i in range(5)],
         evidence_total=4096,
         causes=[CauseLine("C" * 2000, ["for " * 300] * 3, ["against " * 300] * 3) for _ in range(3)],
