@@ -84,7 +84,7 @@ _RAY = re.compile(
 # still gives pid and device; a header with no host at all ("[3] include/shm.h:28 NCCL WARN") the device.
 # The location is any token: issue trackers turn "net_ib.cc:101" into "[net_ib.cc:101](http://...)".
 # NCCL 2.2 and older print no "NCCL" word: "host:pid:tid [0] include/socket.h:360 WARN Call to connect failed".
-_NCCL_SRC = r"(?:\d+\.\d+ )?(?:\S{1,200}? )?"
+_NCCL_SRC = r"(?:\d+\.\d+ )?(?:\S{1,200}?(?: \d+)? )?"
 _NCCL_WORD = r"(?:NCCL |(?=(?:WARN|INFO|TRACE) ))"
 _NCCL = re.compile(
     r"(?P<host>[\w.\-]+|<[^<>\s]{1,64}>|\*+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] " + _NCCL_SRC + _NCCL_WORD

@@ -21,6 +21,32 @@ CASES = [
     ("(RayWorkerWrapper pid=1234, ip=10.0.0.1) ERROR x", "10.0.0.1", 1234, None, None, None),
     ("[E ProcessGroupNCCL.cpp:458] [PG 0 Rank 7] Watchdog", None, None, 7, None, None),
     ("[rank: 1] Child process with PID 2977 terminated with code -6.", None, None, 1, None, None),  # Lightning
+    # NCCL WARN headers with the source location, as every NCCL >= 2.4 prints them
+    ("hostname-test:984:1357 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion", "hostname-test", 984, None, None, 4),
+    ("mycl-g2:353236:353423 [6] transport/net_ib.cc:2244 NCCL WARN NET/IB: Got completion", "mycl-g2", 353236, None, None, 6),
+    ("node1:12:13 [0] include/socket.h 398 NCCL WARN Call to connect returned Connection refused", "node1", 12, None, None, 0),
+    ("gpu-bql-144-103:18553:18611 [0] include/socket.h:360 WARN Call to connect failed", "gpu-bql-144-103", 18553, None, None, 0),
+    ("[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device", None, None, None, None, 3),
+    ("<cluster_name>:12:34 [2] misc/socket.cc:50 NCCL WARN x", None, 12, None, None, 2),  # a placeholder is no host
+    ("> node201:127799:127863 [0] transport/[net_ib.cc:101](http://net_ib.cc:101/) NCCL WARN NET/IB : x",
+     "node201", 127799, None, None, 0),  # quoted and linkified by an issue tracker
+    ("[2026-04-18 12:45:41] gpu002:704798:704908 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101", "gpu002", 704798,
+     None, None, 0),
+    ("2025-11-24T03:20:21.001125857Z [2025-11-24 11:20:21] gpu-server320 [5] misc/socket.cc:46 NCCL WARN x",
+     "gpu-server320", None, None, None, 5),
+    ("Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341 [0] transport.cc:154 NCCL WARN Cuda failure",
+     "tomte401", 1850301, 0, None, 0),
+    ("rdma-test-gpu-worker-1: rdma-test-gpu-worker-1:2918:4483 [4] init.cc:263 NCCL WARN Cuda failure",
+     "rdma-test-gpu-worker-1", 2918, None, None, 4),
+    ("(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: x", None, 1090, 3, None, None),
+    ("[note8:86717] *** Process received signal ***", "note8", 86717, None, None, None),  # Open MPI
+    ("RuntimeError: [2]: params[4] in this process with sizes [243, 256] appears not to match", None, None, 2, None, None),
+    ("11月 15 14:15:47 leon-NF5468M6 nv-fabricmanager[4177]: request to query NVSwitch", "leon-NF5468M6", None, None, None, None),
+    ("slurmstepd-falkor7: error: Detected 1 oom_kill event in StepId=848444.0.", "falkor7", None, None, None, None),
+    # device names in the host's place are not hosts
+    ("nvidia-nvswitch3: SXid (PCI:0000:c6:00.0): 12028, Non-fatal, Link 36 egress non-posted PRIV error", None, None, None, None, None),
+    ("mlx5: host_unknown: got completion with error:", None, None, None, None, None),
+    ("mlx5: gpu-node-3: got completion with error:", "gpu-node-3", None, None, None, None),
 ]
 
 
