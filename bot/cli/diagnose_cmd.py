@@ -8,6 +8,7 @@ import sys
 
 from bot.engine import SourceError, diagnose_paths
 from bot.engine.library import default_library, load_library
+from bot.engine.reader import DEFAULT_MAX_BYTES
 from bot.engine.render import render_text
 from bot.engine.run import ProgressPrinter
 
@@ -29,7 +30,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-map", metavar="FILE", help="YAML host: url overrides")
     p.add_argument("--agent-secret-file", metavar="FILE", help="shared secret for signing agent calls")
     p.add_argument("--probe-deadline", type=float, default=3.0, metavar="S", help="per-host deadline (s)")
+    p.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES, metavar="N[KMG]",
+                   help=f"read at most this much in all, after decompression (default {DEFAULT_MAX_BYTES >> 30}G)")
     p.set_defaults(func=run)
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    t = text.strip().lower().removesuffix("b").removesuffix("i")
+    try:
+        n = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 500M, 4G)") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError("the size must be positive")
+    return int(n)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressPrinter(sys.stderr)
     try:
         report = diagnose_paths(args.paths, library=library, backend=args.matcher, workers=args.workers,
-                                progress=progress)
+                                progress=progress, max_bytes=args.max_bytes)
     except SourceError as exc:
         progress.finish()
         print(f"triage: {exc}", file=sys.stderr)

@@ -14,7 +14,7 @@ from .diagnose import build_report
 from .library import Library, default_library, load_library
 from .matcher import Matcher
 from .model import Diagnosis, Evidence, Initiating, Level, NextAction, Report
-from .reader import Source, SourceError, source_for_bytes, sources_from_paths
+from .reader import DEFAULT_MAX_BYTES, Source, SourceError, source_for_bytes, sources_from_paths
 from .run import Progress, scan_sources
 
 _MATCHERS: dict[tuple[int, str | None], Matcher] = {}
@@ -62,9 +62,9 @@ def diagnose_sources(
     return report
 
 
-def diagnose_paths(paths: list[str], **kwargs) -> Report:  # noqa: ANN003
+def diagnose_paths(paths: list[str], max_bytes: int | None = DEFAULT_MAX_BYTES, **kwargs) -> Report:  # noqa: ANN003
     """Files, directories (one source per file), "-" for stdin. Raises SourceError if a path is missing."""
-    sources, problems = sources_from_paths(paths)
+    sources, problems = sources_from_paths(paths, max_bytes=max_bytes)
     return diagnose_sources(sources, warnings=problems, **kwargs)
 
 

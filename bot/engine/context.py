@@ -33,6 +33,11 @@ _ISO_SYSLOG = re.compile(
     r"(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
     r"(?P<host>[\w.\-]+) (?P<proc>kernel|[\w.\-/@]+(?:\[\d+\])?): "
 )
+# a bare timestamp some launchers and log shippers put first: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:...",
+# "[2026-04-18 12:45:41] gpu002:704798:704908 [0] ..."
+_TS_PREFIX = re.compile(
+    r"(?P<open>\[)?(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)(?(open)\]):? "
+)
 # dmesg: "[12345.678901] NVRM: ..." and dmesg -T: "[Wed Jun 26 05:06:30 2024] NVRM: ..."
 _DMESG = re.compile(r"\[\s*(?P<uptime>\d+\.\d+)\] ")
 _DMESG_T = re.compile(
@@ -147,6 +152,14 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             if "host" in m.groupdict():
                 ctx.host = ctx.host or m.group("host")
+            iso = _ISO.match(m.group("iso"))
+            if iso and ctx.timestamp is None:
+                y, mo, d = (int(x) for x in iso.group("date").split("-"))
+                ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
+            body = body[m.end():]
+            continue
+        m = _TS_PREFIX.match(body)
+        if m:
             iso = _ISO.match(m.group("iso"))
             if iso and ctx.timestamp is None:
                 y, mo, d = (int(x) for x in iso.group("date").split("-"))

@@ -209,6 +209,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
     done = False
     while not done:
         data = next(stream, None)
+        forced = False
         if data is None:
             done = True
             buf, carry = carry, b""
@@ -230,6 +231,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     continue
                 cut = len(buf)
                 split_long += 1
+                forced = True
             carry = buf[cut:]
             buf = buf[:cut]
         if b"\x1b" in buf:  # colour codes would split literals; they never contain newlines
@@ -294,9 +296,9 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 hits.append(hit)
         newlines = buf.count(b"\n")
         line_base += newlines
-        if not buf.endswith(b"\n"):
-            line_base += 1  # a forced split or the unterminated last line
+        if not buf.endswith(b"\n") and not forced:
+            line_base += 1  # the unterminated last line (a forced split goes on in the next buffer)
         tail = (tail + _last_lines(buf, len(buf) if buf.endswith(b"\n") else len(buf) + 1, BEFORE))[-BEFORE:]
     if split_long:
-        problems.append(f"{split_long} line(s) longer than {MAX_LINE >> 20} MiB were split to keep memory bounded")
+        problems.append(f"lines longer than {MAX_LINE >> 20} MiB were cut ({split_long} cut(s)) to keep memory bounded")
     return RangeScan(hits=hits, lines=line_base - (first_line - 1), bytes_read=nbytes, problems=problems)

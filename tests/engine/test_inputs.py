@@ -164,3 +164,92 @@ def test_concurrent_diagnoses_on_threads() -> None:
 
     with ThreadPoolExecutor(6) as ex:
         assert set(ex.map(one, range(12))) == {"nccl-cuda-999"}
+
+
+def test_a_thousand_levels_deep_directory_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    d = tmp_path / "deep"
+    d.mkdir()
+    (d / "rank-0.log").write_text(SEED_LINES)
+    cur = d
+    for _ in range(1000):  # deeper than the recursion limit of os.walk
+        cur = cur / "d"
+        cur.mkdir()
+    (cur / "x.log").write_text("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    try:
+        rc, rep, _ = triage("diagnose", "--json", str(d))
+        assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+        assert any("levels deep; not read" in w for w in rep["warnings"])
+    finally:  # shutil.rmtree (pytest's clean-up) recurses too: take the tree down bottom-up
+        (cur / "x.log").unlink()
+        while cur != d:
+            cur.rmdir()
+            cur = cur.parent
+
+
+def test_fifo_and_symlink_loop_inside_a_directory_are_skipped_and_said(tmp_path: Path) -> None:
+    d = tmp_path / "incident"
+    d.mkdir()
+    (d / "rank-0.log").write_text(SEED_LINES)
+    os.mkfifo(d / "pipe")  # reading it would block for ever
+    (d / "self").symlink_to(d)
+    rc, rep, _ = triage("diagnose", "--json", str(d))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert any("pipe: a FIFO" in w for w in rep["warnings"])
+    assert any("symlink loop" in w for w in rep["warnings"])
+
+
+def test_dangling_or_looping_symlink_argument_says_so(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    rc, _, err = triage("diagnose", "--json", str(tmp_path / "a"))
+    assert rc == 2 and "symbolic link" in err
+
+
+def test_a_device_that_never_ends_is_capped(tmp_path: Path) -> None:
+    rc, rep, _ = triage("diagnose", "--json", "--max-bytes", "64M", "/dev/zero")
+    assert rc == 0 and rep["diagnoses"] == []
+    assert rep["stats"]["bytes"] == 64 << 20
+    assert any("size limit" in w for w in rep["warnings"])
+
+
+def test_total_byte_cap_names_what_was_left_out(tmp_path: Path) -> None:
+    for r in range(4):
+        (tmp_path / f"rank-{r}.log").write_text(SEED_LINES + "step 1 loss 2.0\n" * 30000)
+    rc, rep, _ = triage("diagnose", "--json", "--max-bytes", "600K", str(tmp_path))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert any("left out 2 file(s)" in w and "rank-3.log" in w for w in rep["warnings"])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_utf16_and_utf32_logs_are_decoded(tmp_path: Path, encoding: str) -> None:
+    # PowerShell's `python train.py > log.txt` writes UTF-16 LE with a BOM
+    text = "Epoch 1\r\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.64 GiB\r\n"
+    f = tmp_path / "train.log"
+    f.write_bytes(text.encode(encoding))
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep) == ["cuda-oom"]
+    assert any("decoded as such" in w for w in rep["warnings"])
+    gz = tmp_path / "train.log.gz"
+    gz.write_bytes(gzip.compress(text.encode(encoding)))
+    assert sigs(triage("diagnose", "--json", str(gz))[1]) == ["cuda-oom"]  # type: ignore[arg-type]
+
+
+def test_truncated_zstd_is_reported(tmp_path: Path) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    data = zstandard.ZstdCompressor().compress((SEED_LINES * 2000).encode())
+    f = tmp_path / "rank-0.log.zst"
+    f.write_bytes(data[: len(data) // 2])
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0
+    assert any("zstd stream is truncated" in w for w in rep["warnings"])
+
+
+def test_a_hundred_megabyte_line_counts_as_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "one.log"
+    with open(f, "wb") as fh:
+        fh.write(b"x" * (100 << 20) + b"\n" + SEED_LINES.encode())
+    rc, rep, _ = triage("diagnose", "--json", str(f))
+    assert rc == 0 and sigs(rep)[0] == "nccl-cuda-999"
+    assert rep["sources"][0]["lines"] == 1 + SEED_LINES.count("\n")
+    cuda = [e for e in rep["diagnoses"][0]["evidence"] if "Cuda failure 999" in e["text"]]
+    assert cuda and cuda[0]["line"] == 5  # the 100 MB line is line 1
