@@ -1,4 +1,4 @@
-"""Xid catalog (NVIDIA's Ampere+ catalog buckets, notes section 3) and kernel-line decoder.
+"""Xid catalog (node_agent/data/xid-catalog.json, read through node_agent/catalog.py) and kernel-line decoder.
 
 `decode_line` understands the driver's line formats:
   NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from node_agent import catalog
 from node_agent.findings import Severity
 
 
@@ -25,113 +26,34 @@ class XidInfo:
     meaning: str
     bucket: str  # NVIDIA's "immediate / investigatory" resolution buckets
     culprit: str
-    action: str
+    action: str  # what on-call does (the catalogue's advice)
     severity: Severity
+    origin: str = "mixed"  # hardware / driver / application / mixed
+    action_bucket: str = "none"  # the catalogue's action: restart-app, reset-gpu, reboot-node, ...
+    line_word: bool = False  # the line's Fatal/Non-fatal word decides severity and action
 
 
 _C, _W, _I = Severity.CRITICAL, Severity.WARNING, Severity.INFO
+SEVERITY = {"fatal": _C, "critical": _C, "warning": _W, "info": _I}
 
-CATALOG: dict[int, XidInfo] = {
-    8: XidInfo("FIFO_IDLE_TIMEOUT", "GPU stopped processing (FIFO idle timeout)", "RESTART_APP / CONTACT_SUPPORT",
-               "driver or application", "Restart the job; if it recurs on the same GPU, run diagnostics (dcgmi diag -r 3).", _W),
-    13: XidInfo("GR_EXCEPTION", "graphics engine exception (usually a fault in the application's kernels)",
-                "RESTART_APP / WORKFLOW_XID_13", "application",
-                "Restart the job and debug with compute-sanitizer; drain only if it follows this GPU across different jobs.", _W),
-    31: XidInfo("MMU_ERR_FLT", "GPU memory page fault (illegal address)", "RESTART_APP / WORKFLOW_XID_31",
-                "application (sometimes driver or hardware)",
-                "Restart the job and debug with compute-sanitizer; drain only if it follows this GPU across different jobs.", _W),
-    32: XidInfo("PBDMA_ERROR", "invalid or corrupted push buffer stream", "RESTART_APP / CHECK_APP/CUDA",
-                "driver, PCIe bus, system memory", "Restart; if it repeats, check PCIe replay counters and link width, then drain.", _W),
-    38: XidInfo("FECS_WATCHDOG_TIMEOUT", "driver firmware (FECS) watchdog timeout", "IGNORE / CONTACT_SUPPORT",
-                "driver or firmware", "No immediate action; if it repeats, reboot and inspect (gpud's conservative call).", _I),
-    43: XidInfo("RESETCHANNEL_VERIF_ERROR", "GPU stopped processing the application's channel (application fault)",
-                "IGNORE / CONTACT_SUPPORT", "application", "The job's process was killed; the GPU itself is fine.", _W),
-    44: XidInfo("GR_FAULT_DURING_CTXSW", "graphics engine fault during context switch", "IGNORE / CONTACT_SUPPORT",
-                "driver", "No immediate action; if it repeats, reboot and inspect.", _I),
-    45: XidInfo("PREEMPTIVE_REMOVAL", "channel torn down after an earlier error or a kill",
-                "WORKFLOW_XID_45 (solo: RESTART_FM; not solo: follow the other Xid)", "a consequence of something else",
-                "Follow the earlier Xid; if 45 appears alone on an NVSwitch host, check or restart nvidia-fabricmanager.", _W),
-    46: XidInfo("GPU_TIMEOUT", "GPU stopped processing (timeout)", "RESET_GPU / CONTACT_SUPPORT", "driver",
-                "Drain the node, then reset the GPU (nvidia-smi -r -i <gpu>).", _C),
-    48: XidInfo("GPU_ECC_DBE", "double-bit (uncorrectable) ECC error", "WORKFLOW_XID_48", "hardware (memory)",
-                "Drain; if followed by Xid 63/64 reset the GPU, otherwise run field diagnostics; check remapped rows (remap failure means RMA).", _C),
-    61: XidInfo("PMU_BREAKPOINT", "micro-controller breakpoint or warning (pre-Ampere)", "CONTACT_SUPPORT",
-                "firmware", "Pre-Ampere only: reboot if the GPU misbehaves.", _I),
-    62: XidInfo("PMU_HALT_ERROR", "internal micro-controller halt", "RESET_GPU / CONTACT_SUPPORT",
-                "hardware, driver or thermal", "Drain and reset the GPU; if it recurs, RMA.", _C),
-    63: XidInfo("INFOROM_DRAM_RETIREMENT_EVENT", "row remap or page retirement recorded", "IGNORE / IGNORE",
-                "hardware (memory), handled", "No immediate action; reset the GPU when convenient to apply the pending remap.", _I),
-    64: XidInfo("INFOROM_DRAM_RETIREMENT_FAILURE", "row remap or page retirement failed", "RESET_GPU / CONTACT_SUPPORT",
-                "hardware", "Drain; a row-remap failure is an RMA criterion.", _C),
-    68: XidInfo("NVDEC0_EXCEPTION", "video decoder exception", "RESTART_APP / CONTACT_SUPPORT",
-                "application, driver or hardware", "Restart the job (usually an application error).", _W),
-    69: XidInfo("GR_CLASS_ERROR", "graphics engine class error", "RESTART_APP / CHECK_APP/CUDA",
-                "driver or hardware", "Restart; if it recurs, run diagnostics.", _W),
-    74: XidInfo("NVLINK_ERROR", "NVLink error", "WORKFLOW_NVLINK_ERR / CONTACT_SUPPORT",
-                "hardware or bus (link, cable, baseboard, NVSwitch)",
-                "Drain; read NVLink state and error counters; reset the GPU or reboot to clear; if it recurs, inspect or RMA.", _C),
-    79: XidInfo("GPU_HAS_FALLEN_OFF_THE_BUS", "GPU has fallen off the bus", "RESTART_BM / CONTACT_SUPPORT",
-                "hardware, PCIe, power or thermal",
-                "Drain and reboot or power-cycle the node; if it recurs, RMA or inspect the slot or riser.", _C),
-    92: XidInfo("EXCESSIVE_SBE_INTERRUPTS", "high single-bit ECC error rate", "IGNORE / CONTACT_SUPPORT",
-                "hardware (memory)", "Monitor; consider draining if it persists.", _W),
-    94: XidInfo("CONTAINED_ERROR", "contained ECC error", "RESTART_APP / IGNORE",
-                "hardware, contained", "Restart only the affected application; reset the GPU at a convenient time.", _W),
-    95: XidInfo("UNCONTAINED_ERROR", "uncontained ECC error", "RESET_GPU / IGNORE", "hardware",
-                "Drain; reset the GPU (or reboot now if MIG is off).", _C),
-    109: XidInfo("CTXSW_TIMEOUT_ERROR", "context switch timeout", "RESET_GPU / CONTACT_SUPPORT", "mixed",
-                 "Reset the GPU (sources disagree on severity).", _C),
-    110: XidInfo("SEC_FAULT_ERROR", "security fault", "RESET_GPU / INVESTIGATE_SW", "hardware",
-                 "Drain and reset the GPU.", _C),
-    119: XidInfo("GSP_RPC_TIMEOUT", "GSP firmware RPC timeout", "RESET_GPU / INVESTIGATE_SW",
-                 "driver or GSP firmware (sometimes hardware)",
-                 "Drain; reset the GPU or power-cycle if it persists; expect NVML and nvidia-smi to hang (often followed by Xid 154).", _C),
-    120: XidInfo("GSP_ERROR", "GSP firmware error", "RESET_GPU / INVESTIGATE_SW", "driver or firmware",
-                 "Drain; reset the GPU or power-cycle if it persists.", _C),
-    121: XidInfo("C2C_ERROR", "Grace-to-GPU NVLink-C2C link error (corrected)", "IGNORE / CONTACT_SUPPORT",
-                 "hardware, bus", "Grace Hopper/Blackwell only; reset to retrain the link if it repeats.", _I),
-    136: XidInfo("ALI_TRAINING_FAIL", "NVLink link training failed", "RESET_GPU / INVESTIGATE_LINK_SI",
-                 "hardware (link signal integrity)", "Drain and reset the GPU; check NVLink.", _C),
-    137: XidInfo("NVLINK_PRIV_ERR", "NVLink FLA privilege error", "IGNORE / XID_137_FLOW", "application",
-                 "Debug the application.", _W),
-    140: XidInfo("UNRECOVERABLE_ECC_ERROR_ESCAPE", "unrecoverable ECC error escaped containment",
-                 "RESET_GPU / CONTACT_SUPPORT", "hardware", "Drain and reset the GPU; if it persists, RMA.", _C),
-    143: XidInfo("GPU_INIT_ERROR", "GPU initialization error (e.g. FSP boot failure)", "RESET_GPU / CONTACT_SUPPORT",
-                 "hardware", "Drain; hardware inspection.", _C),
-    154: XidInfo("GPU_RECOVERY_ACTION_CHANGED", "GPU recovery action changed (informational about another Xid)",
-                 "XID_154", "see the Xid it refers to",
-                 "Act on the new recovery action: GPU reset, node reboot, drain P2P or drain and reset.", _W),
-    155: XidInfo("NVLINK_SW_DEFINED_ERROR", "NVLink software-defined error", "RESET_GPU / INVESTIGATE_SW_USER",
-                 "software", "Reset the GPU.", _C),
-    156: XidInfo("RESOURCE_RETIREMENT_EVENT", "resource retirement event", "RESET_GPU / IGNORE", "hardware",
-                 "Reset the GPU when convenient.", _W),
-    157: XidInfo("RESOURCE_RETIREMENT_FAILURE", "resource retirement failure", "IGNORE / CONTACT_SUPPORT",
-                 "hardware", "Contact NVIDIA support.", _C),
-    158: XidInfo("GPU_FATAL_TIMEOUT", "GPU fatal timeout", "RESET_GPU / CONTACT_SUPPORT", "hardware or driver",
-                 "Drain and reset the GPU.", _C),
-    159: XidInfo("CHI_NON_DATA_ERROR", "CHI non-data error (Grace systems)", "CHECK_UVM / SYMPATHETIC_REPORT_SOLO",
-                 "hardware", "Check UVM; report if it occurs alone.", _W),
-}
 
-_NVLINK5 = {144: "SAW", 145: "RLW", 146: "TLW", 147: "TREX", 148: "NVLPW_CTRL", 149: "NETIR", 150: "MSE"}
-for _xid, _unit in _NVLINK5.items():
-    CATALOG[_xid] = XidInfo(
-        f"NVLINK5_{_unit}_ERROR", f"NVLink5 {_unit} error", "WORKFLOW_NVLINK5_ERR",
-        "hardware or software, depending on the decoded sub-unit",
-        "Decode with NVIDIA's Xid 144-150 sheet; fatal errors: drain and reset the GPU; non-fatal: monitor."
-        + (" Xid 150 (MSE watchdog) is fatal: reset." if _xid == 150 else ""),
-        _C if _xid == 150 else _W,
+def _info(code: int, entry: dict) -> XidInfo:
+    return XidInfo(
+        mnemonic=entry.get("mnemonic") or entry.get("name") or f"XID_{code}",
+        meaning=entry.get("meaning", ""),
+        bucket=entry.get("nvidia_bucket", ""),
+        culprit=entry.get("culprit") or entry.get("origin", "mixed"),
+        action=entry.get("advice", ""),
+        severity=SEVERITY.get(entry.get("severity", ""), _W),
+        origin=entry.get("origin", "mixed"),
+        action_bucket=entry.get("action", "none"),
+        line_word=bool(entry.get("line_word")),
     )
-for _xid, _what in {162: "power smoothing lifetime", 163: "confidential computing", 164: "confidential computing",
-                    165: "confidential computing", 166: "confidential computing", 167: "PCIE_FATAL_TIMEOUT",
-                    168: "REDUCED_GPU_MEMORY_CAPACITY", 169: "SEC2 halt", 170: "new hardware error",
-                    171: "UNCORRECTABLE_DRAM_ERROR (detail for Xid 48)",
-                    172: "UNCORRECTABLE_SRAM_ERROR"}.items():
-    CATALOG[_xid] = XidInfo(
-        _what.split(" ")[0].upper(), _what, "(no bucket in the catalog snapshot)", "hardware",
-        "Treat as hardware: drain the node and contact support (judgement, not NVIDIA text).",
-        _C if _xid >= 167 else _W,
-    )
+
+
+# node_agent/data/xid-catalog.json: the same entries the triage engine reads (node_agent/catalog.py)
+CATALOG: dict[int, XidInfo] = {code: _info(code, e) for code, e in catalog.xids().items()}
+SXID_CATALOG: dict[int, XidInfo] = {code: _info(code, e) for code, e in catalog.sxids().items()}
 
 UNKNOWN_XID = XidInfo("UNKNOWN", "Xid not in the catalog", "", "unknown",
                       "Look the Xid up in NVIDIA's Xid catalog; drain if the GPU misbehaves.", _W)
@@ -142,6 +64,20 @@ RECOVERY_ACTIONS = {0: "None", 1: "GPU Reset Required", 2: "Node Reboot Required
 
 def info(xid: int) -> XidInfo:
     return CATALOG.get(xid, UNKNOWN_XID)
+
+
+def sxid_info(code: int) -> XidInfo:
+    """An NVSwitch SXid's entry (the line's Fatal/Non-fatal word decides its severity: `occurrence`)."""
+    return SXID_CATALOG.get(code, UNKNOWN_XID)
+
+
+def occurrence(code: int, word: str | None, *, switch: bool = False) -> tuple[Severity, str, str]:
+    """(severity, action bucket, advice) of one Xid (or SXid) line whose Fatal/Non-fatal word is `word`."""
+    entry = (catalog.sxid if switch else catalog.xid)(code)
+    if entry is None:
+        return UNKNOWN_XID.severity, UNKNOWN_XID.action_bucket, UNKNOWN_XID.action
+    got = catalog.outcome(entry, word)
+    return SEVERITY.get(got["severity"], _W), got["action"], got["advice"]
 
 
 @dataclass
@@ -162,19 +98,26 @@ class XidEvent:
         return info(self.xid)
 
     def severity(self) -> Severity:
-        if self.xid in _NVLINK5 and self.severity_word:
-            return _C if self.severity_word.lower() == "fatal" else _W
+        if self.severity_word and self.info.line_word:
+            return occurrence(self.xid, self.severity_word)[0]
         if self.xid == 154 and self.recovery_action is not None:
             return _I if self.recovery_action == 0 else _C
         if self.xid == 45 and self.caused_by is not None:
             return info(self.caused_by).severity  # 45 is only the echo of the earlier Xid
         return self.info.severity
 
+    def action(self) -> str:
+        """What on-call does for this line: the catalogue's advice (by the line's word where it decides)."""
+        if self.xid == 45 and self.caused_by is not None:
+            return info(self.caused_by).action
+        if self.severity_word and self.info.line_word:
+            return occurrence(self.xid, self.severity_word)[2]
+        return self.info.action
+
 
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\): (\d+),\s*(.*)")
 _PID_RE = re.compile(r"pid=['\"]?(\d+|<unknown>)['\"]?,\s*name=([^,]*),\s*(.*)")
 _CAUSED_RE = re.compile(r"caused by previous Xid (\d+)")
-_NVLINK5_RE = re.compile(r"\b(Fatal|Non-fatal|NonFatal)\b", re.IGNORECASE)
 _ACTION_RE = re.compile(r"recovery action changed from 0x([0-9a-fA-F]+) \([^)]*\) to 0x([0-9a-fA-F]+)")
 _OFF_BUS_RE = re.compile(
     r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\b.*fallen off the bus"
@@ -207,9 +150,8 @@ def decode_line(text: str) -> XidEvent | None:
         cm = _CAUSED_RE.search(rest)
         if cm:
             ev.caused_by = int(cm.group(1))
-        if xid in _NVLINK5:
-            sm = _NVLINK5_RE.search(rest)
-            ev.severity_word = sm.group(1) if sm else None
+        if info(xid).line_word:
+            ev.severity_word = catalog.line_word(rest)  # "Fatal" / "Non-fatal" (NVLink5 Xids 144-150)
         am = _ACTION_RE.search(rest)
         if am:
             ev.recovery_action = int(am.group(2), 16)

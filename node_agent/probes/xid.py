@@ -118,7 +118,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
             reason += f", caused by previous Xid {first.event.caused_by}"
         if len(seen) > 1:
             reason += f"; {len(seen)} Xid records in the window"
-        action = gi.action
+        action = first.event.action() if first.event.caused_by is None else gi.action
     ok = f"no Xid in the kernel log ({klog.source}) or NVML events in the window"
     if klog.source == "none":
         ok = "no Xid found, but no kernel log source was readable (see evidence)"
@@ -165,7 +165,7 @@ def _finding(s: Seen) -> Finding:
         detail += f" [driver's GPU{ev.gsp_gpu}]"
     if s.count > 1:
         detail += f" ×{s.count}"
-    action = info(ev.caused_by).action if ev.xid == 45 and ev.caused_by else cat.action
+    action = ev.action()  # the catalogue's advice; the line's Fatal/Non-fatal word decides where it may
     return Finding("xid", detail, ev.severity(), s.gpu, {
         "xid": ev.xid, "meaning": cat.meaning, "mnemonic": cat.mnemonic, "action": action, "bucket": cat.bucket,
         "time": round(s.time, 3), "pci": ev.pci, "pid": ev.pid, "process": ev.process,

@@ -170,10 +170,10 @@ def test_xid_45_follows_the_earlier_xid(tmp_path):
             {"t": -29, "text": "NVRM: Xid (PCI:0000:18:00): 45, pid=5521, name=python3, Ch 00000001 caused by "
                                "previous Xid 149"}]
     res = run_probe(tmp_path, "xid", custom(host={"kmsg": kmsg}))
-    assert res["reason"].startswith("Xid 149 (NVLink5 NETIR error) on GPU 0")
+    assert res["reason"].startswith("Xid 149 (NVLink5 NETIR error") and ") on GPU 0 at " in res["reason"]
     f45 = next(f for f in res["findings"] if f["xid"] == 45)
     assert f45["caused_by"] == 149 and f45["process"] == "python3" and f45["pid"] == 5521
-    assert f45["severity"] == "warning"
+    assert f45["severity"] == "critical"  # the echo weighs what Xid 149 weighs (no word on the 45 line)
     assert next(f for f in res["findings"] if f["xid"] == 149)["severity"] == "critical"  # "Fatal"
 
 
