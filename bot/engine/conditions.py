@@ -46,6 +46,24 @@ def _finding_matches(finding: dict[str, Any], cond: Condition) -> bool:
     return True
 
 
+def matching_findings(cond: Condition, view: ProbeView) -> list[dict[str, Any]]:
+    return [f for f in view.findings if _finding_matches(f, cond)]
+
+
+def merge_views(a: ProbeView, b: ProbeView) -> ProbeView:
+    """Two views of the same incident (agents' answers and pasted outputs): every finding counts, and
+    a probe is clean on a host only when no view that ran it there found something."""
+    out = ProbeView(findings=a.findings + b.findings, unreachable=sorted(set(a.unreachable) | set(b.unreachable)))
+    for probe in sorted(set(a.ran) | set(b.ran)):
+        ran = sorted(set(a.ran.get(probe, [])) | set(b.ran.get(probe, [])))
+        dirty = {h for v in (a, b) for h in v.ran.get(probe, []) if h not in v.ok.get(probe, [])}
+        out.ran[probe] = ran
+        ok = [h for h in ran if h not in dirty]
+        if ok:
+            out.ok[probe] = ok
+    return out
+
+
 def evaluate(cond: Condition, env: Env) -> str | None:
     """A human-readable reason when the condition holds, else None."""
     kind = cond.kind

@@ -14,6 +14,7 @@ from pathlib import Path
 import regex
 import yaml
 
+from .catalog import DERIVED_CAPTURES
 from .library import Library, Problem, Signature, default_root
 
 MIN_MATCH = 3
@@ -33,7 +34,9 @@ def _known_finding_codes() -> set[str] | None:
         from node_agent.findings import FINDING_CODES  # stdlib-only constants, no agent machinery
     except Exception:
         return None
-    return set(FINDING_CODES)
+    from .pasted import PASTED_CODES  # codes only pasted command outputs give (ulimit)
+
+    return set(FINDING_CODES) | set(PASTED_CODES)
 
 
 def _compile_all(sig: Signature) -> list[Problem]:
@@ -56,9 +59,9 @@ def _compile_all(sig: Signature) -> list[Problem]:
 
 def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Problem]:
     problems = list(library.problems)
-    from .catalog import catalog_problems
+    from .catalog import CATALOG_FILE, catalog_problems
 
-    problems += [Problem("xid-catalog.yaml", p) for p in catalog_problems()]
+    problems += [Problem(CATALOG_FILE, p) for p in catalog_problems()]
     tax = taxonomy if taxonomy is not None else taxonomy_ids()
     ids = set(library.signatures)
     families = {s.family for s in library.signatures.values()}
@@ -112,7 +115,8 @@ def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Prob
                 problems.append(Problem(f, f"{owner}: condition names unknown signature {cond.value!r}"))
             if cond.kind == "finding" and codes is not None and cond.value not in codes:
                 problems.append(Problem(f, f"{owner}: condition names unknown probe finding {cond.value!r}"))
-            if cond.kind == "capture" and not any(cond.value in p.compiled.groupindex for p in sig.patterns):
+            captured = cond.value if cond.value not in DERIVED_CAPTURES else DERIVED_CAPTURES[cond.value]
+            if cond.kind == "capture" and not any(captured in p.compiled.groupindex for p in sig.patterns):
                 problems.append(Problem(f, f"{owner}: no pattern captures {cond.value!r}"))
     return problems
 
