@@ -3,12 +3,13 @@ redacted, ready for bot.slack.blocks to render and for the store to keep (answer
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bot.engine import Report
 from bot.engine.attribution import started_by
-from bot.engine.model import Level
+from bot.engine.model import Level, NextAction
 from bot.redact import redact
 
 DECISIVE_LINES = 5
@@ -60,6 +61,8 @@ class Answer:
     probes_enabled: bool = False
     feedback: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
+    next_on: str | None = None  # where the command runs: a host ("gpu-node-17") or "the failing host"
+    next_hints: list[str] = field(default_factory=list)  # "`JOB_ID`: the job id (`sacct ...`)": set before pasting
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,7 +148,7 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
     if top.level != Level.INITIATING:
         warnings.insert(0, "Only downstream reports were found: the cause may be in a log that is not here "
                            "(the failing rank's own log, or the host's kernel log).")
-    nxt = report.next_action
+    nxt = concrete_action(report)
     return Answer(
         incident_id=incident_id,
         version=version,
@@ -160,6 +163,8 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
         causes=causes,
         next_text=redact(nxt.text) if nxt else None,
         next_command=redact(nxt.command) if nxt and nxt.command else None,
+        next_on=redact(nxt.on) if nxt and nxt.on else None,
+        next_hints=[redact(h) for h in nxt.hints] if nxt else [],
         question=redact(report.missing_facts[0]) if report.missing_facts else None,
         probes=probe_lines(report),
         recurrence=list(recurrence or []),
@@ -169,6 +174,188 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
         probes_enabled=probes_enabled,
         changes=list(changes or []),
     )
+
+
+# -- the next action, made concrete ----------------------------------------------------------------
+#
+# The engine fills a signature's `{host}`/`{job_id}`/capture placeholders from the log and leaves the
+# ones it does not know (`<host>`, `<job id>`, `{module}`, and the library's own `<gpu>`, `<half>`,
+# `<job log>`...). No placeholder may reach a user: a shell reads `<half>` as a redirection. Known
+# values (the initiating host, GPU, pid, the job id, the failing rank's log file, the foreign pids
+# the agents named) go in; an unknown one becomes a shell variable and the text says how to find it.
+
+_BRACE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+_ANGLE = re.compile(r"<([a-z0-9][a-z0-9 _./-]*)>", re.I)
+_FLAG_BEFORE = re.compile(r"--([a-z][a-z0-9-]*)[= ]$")
+_PART_SPLIT = re.compile(r"\s*(?:;|&&|\|\|)\s*")
+# Programs that look at the GPU host itself: the command runs there, not on a login node.
+_HOST_LOCAL = re.compile(
+    r"^(?:sudo\s+)?(?:timeout\s+\d+\s+)?(?:nvidia-smi|dmesg|journalctl|ibstat|ibstatus|perfquery|lsmod|modprobe|"
+    r"modinfo|dcgmi|ipmitool|systemctl|lspci|free|df|ulimit|ls -la? /dev/shm|cat /proc|ldconfig|dpkg|"
+    r"nv-fabricmanager|coredumpctl|grep [^|]*/var/log)\b")
+
+# placeholder (as the library writes it) -> (variable, how to find the value)
+_HOW_TO_FIND: dict[str, tuple[str, str]] = {
+    "host": ("NODE", "the failing host (the hostname in the failing rank's log, or `sacct -j JOB -o NodeList`)"),
+    "job id": ("JOB_ID", "the job id (`sacct -X -u $USER -S today -o JobID,JobName,State`)"),
+    "job_id": ("JOB_ID", "the job id (`sacct -X -u $USER -S today -o JobID,JobName,State`)"),
+    "gpu": ("GPU", "the GPU index (`nvidia-smi -L` on the host; the failing rank's local rank)"),
+    "pid": ("PID", "the rank's pid (`pgrep -af python` on the host)"),
+    "rank pid": ("PID", "the rank's pid (`pgrep -af python` on the host)"),
+    "pid of the stuck rank": ("PID", "the stuck rank's pid (`pgrep -af python` on its host)"),
+    "pid of that rank": ("PID", "that rank's pid (`pgrep -af python` on its host)"),
+    "job log": ("LOG", "the job's log file (`scontrol show job JOB | grep StdOut`)"),
+    "log": ("LOG", "the job's log file (`scontrol show job JOB | grep StdOut`)"),
+    "log of the failed rank": ("LOG", "the failed rank's log file"),
+    "launcher log": ("LOG", "the launcher's (torchrun/srun) log file"),
+    "path": ("DATA_PATH", "the path in the error message"),
+    "file": ("FILE", "the file named in the error message"),
+    "checkpoint dir": ("CKPT_DIR", "the checkpoint directory"),
+    "previous checkpoint": ("PREV_CKPT", "the checkpoint before the failing one"),
+    "output dir": ("OUT_DIR", "the job's output directory"),
+    "mount": ("MOUNT", "the file system's mount point (`df -h .`)"),
+    "container": ("CONTAINER", "the container id (`docker ps`)"),
+    "pod": ("POD", "the pod name (`kubectl get pods`)"),
+    "peer-ip": ("PEER_IP", "the peer's address from the error"),
+    "model": ("MODEL", "the model you serve"),
+    "extension": ("EXTENSION", "the extension package named in the error"),
+    "module": ("MODULE", "the module named in the error"),
+    "library": ("LIBRARY", "the library named in the error"),
+    "device": ("IB_DEVICE", "the device named in the error (`ibstat -l`)"),
+}
+_RELATIVE = {"half": "half the current", "2x": "twice the current", "higher": "a higher", "fits": "a fitting"}
+
+
+@dataclass
+class ConcreteAction:
+    text: str
+    command: str | None
+    on: str | None  # the host the command runs on, or "the failing host"; None: anywhere
+    hints: list[str] = field(default_factory=list)  # how to find the values the command leaves as $VARS
+
+
+def _log_name(report: Report) -> str | None:
+    """The failing rank's log file as it was uploaded (not "message" or "reply 2": those are no files)."""
+    init = report.initiating
+    names = [init.source] if init and init.source else []
+    names += [e.source for e in report.diagnoses[0].evidence[:1]] if report.diagnoses else []
+    for n in names:
+        if n and "." in n and " " not in n and "/" not in n:
+            return n
+    return None
+
+
+def _known_values(report: Report) -> dict[str, str]:
+    init = report.initiating
+    vals: dict[str, str] = {}
+    if init is not None:
+        if init.host:
+            vals["host"] = init.host
+        if init.gpu is not None:
+            vals["gpu"] = str(init.gpu)
+        if init.pid is not None:
+            vals["pid"] = vals["rank pid"] = str(init.pid)
+    job = (report.facts or {}).get("job_id") if isinstance(report.facts, dict) else None
+    if isinstance(job, str | int) and str(job).strip():
+        vals["job id"] = vals["job_id"] = str(job)
+    log = _log_name(report)
+    if log:
+        for k in ("job log", "log", "log of the failed rank"):
+            vals[k] = log
+    return vals
+
+
+def _var_for(name: str, before: str) -> tuple[str, str]:
+    key = name.lower().strip()
+    if key in _HOW_TO_FIND:
+        return _HOW_TO_FIND[key]
+    flag = _FLAG_BEFORE.search(before)
+    if key in _RELATIVE and flag:
+        return flag.group(1).upper().replace("-", "_"), f"{_RELATIVE[key]} `--{flag.group(1)}`"
+    var = re.sub(r"[^A-Z0-9]+", "_", key.upper()).strip("_") or "VALUE"
+    return var, _RELATIVE[key] + " value" if key in _RELATIVE else "the " + key
+
+
+def fill_command(command: str, known: dict[str, str]) -> tuple[str, list[str]]:
+    """Known placeholders filled, unknown ones as $VARIABLES; returns (command, "`VAR`: how" hints)."""
+    hints: dict[str, str] = {}
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1).replace("_", " ") if m.re is _BRACE and m.group(1) == "job_id" else m.group(1)
+        key = name.lower()
+        if key in known:
+            return known[key]
+        var, how = _var_for(name, m.string[: m.start()])
+        hints.setdefault(var, how)
+        return "$" + var
+
+    out = _ANGLE.sub(sub, _BRACE.sub(sub, command))
+    return out, [f"`{v}`: {h}" for v, h in hints.items()]
+
+
+def fill_text(text: str, known: dict[str, str]) -> str:
+    """Placeholders in prose become words: "on <host>" -> "on the failing host (see Started by)"."""
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1).replace("_", " ").lower()
+        if key in known:
+            return known[key]
+        if key == "host":
+            return "the failing host (see Started by)"
+        return "the " + key if key in _HOW_TO_FIND else (_RELATIVE[key] + " value" if key in _RELATIVE else key)
+
+    return _ANGLE.sub(sub, _BRACE.sub(sub, text))
+
+
+def _runs_on_host(command: str) -> bool:
+    parts = [p.strip() for p in _PART_SPLIT.split(command.split("  #")[0]) if p.strip()]
+    return any(_HOST_LOCAL.match(p) for p in parts) and not command.lstrip().startswith("ssh ")
+
+
+def _foreign_processes(report: Report, host: str | None) -> list[dict[str, Any]]:
+    out = []
+    for h, res in sorted((report.probes or {}).items()):
+        if host and h != host or not isinstance(res, dict):
+            continue
+        for r in res.get("results") or []:
+            for f in r.get("findings") or []:
+                if f.get("code") == "foreign-process" and f.get("pid") is not None:
+                    out.append(dict(f, host=h))
+    return out
+
+
+def _foreign_action(report: Report, base: NextAction) -> ConcreteAction | None:
+    """The agents named the processes that hold the job's GPUs: the action names them too."""
+    host = report.initiating.host if report.initiating else None
+    procs = _foreign_processes(report, host)
+    if not procs or "--query-compute-apps" not in (base.command or "") and "foreign" not in base.text.lower():
+        return None
+    host = host or procs[0]["host"]
+    procs = [p for p in procs if p["host"] == host]
+    pids = list(dict.fromkeys(str(p["pid"]) for p in procs))
+    gpus = list(dict.fromkeys(str(p["gpu"]) for p in procs if p.get("gpu") is not None))
+    owners = list(dict.fromkeys(str(p["owner"]) for p in procs if p.get("owner")))
+    gpu_words = f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(gpus)} " if gpus else "the job's GPUs "
+    text = (f"Free {gpu_words}on {host}: pid{'s' if len(pids) > 1 else ''} {', '.join(pids)} "
+            f"{'are' if len(pids) > 1 else 'is'} not the job's"
+            + (f" ({'; '.join(owners[:3])})" if owners else "") + ". Stop them (or drain the host) and resubmit")
+    return ConcreteAction(text, f"ps -o pid,user,etime,args -p {','.join(pids)}", host)
+
+
+def concrete_action(report: Report) -> ConcreteAction | None:
+    """The report's next action with every value the log and the probes gave, and no placeholder."""
+    base = report.next_action
+    if base is None:
+        return None
+    special = _foreign_action(report, base)
+    if special is not None:
+        return special
+    known = _known_values(report)
+    text = fill_text(base.text, known).rstrip(". ")
+    command, hints = fill_command(base.command, known) if base.command else (None, [])
+    on = None
+    if command and _runs_on_host(command):
+        on = known.get("host") or "the failing host (see Started by)"
+    return ConcreteAction(text, command, on, hints)
 
 
 def what_changed(old: Answer | None, new: Answer) -> list[str]:

@@ -14,6 +14,7 @@ from .answer import esc
 from .errors import UserFacingError
 from .evidence import Piece, prepare, unique_name
 from .inputs import FileRef, MessageIn
+from .unpack import read_archive
 from .workflow import Outcome, Workflow
 
 log = logging.getLogger(__name__)
@@ -21,9 +22,35 @@ log = logging.getLogger(__name__)
 PROGRESS = "hourglass_flowing_sand"  # reaction shown while a slow diagnosis runs; removed after
 ADDED = "memo"  # reaction on a thread reply that was added to the evidence without changing anything
 
-TEXT_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".zst", ".stdout", ".stderr", ".trace", ".json"}
-TEXT_MIMETYPES = ("text/", "application/gzip", "application/x-gzip", "application/zstd", "application/json")
-TEXT_FILETYPES = {"text", "log", "gzip", "gz", "zst", "json", "javascript", "python", "shell", "csv", "markdown"}
+TEXT_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".zst", ".stdout", ".stderr", ".trace", ".json",
+                 ".zip", ".tar", ".tgz", ".tzst"}
+TEXT_MIMETYPES = ("text/", "application/gzip", "application/x-gzip", "application/zstd", "application/json",
+                  "application/zip", "application/x-zip-compressed", "application/x-tar", "application/x-gtar",
+                  "application/x-compressed-tar")
+TEXT_FILETYPES = {"text", "log", "gzip", "gz", "zst", "json", "javascript", "python", "shell", "csv", "markdown",
+                  "zip", "tar", "tgz"}
+
+# A prose one-liner that quotes an error ("Killed", "my loss is nan again, any ideas?") is chat, not a
+# paste: it gets a one-line hint only its writer sees, and no incident. A log is recognised by the
+# shapes real logs have: a code block, several lines, or one line with a log's marks.
+LOG_MIN_LINES = 4
+_LOG_LINE = re.compile(
+    r"\d{2}:\d{2}:\d{2}"  # a clock
+    r"|^\s*\[(?:rank\s*)?\d+\]:?"  # [rank3]: / [3]:
+    r"|^\s*[\w.-]+:\d+:\d+ \[\d+\]"  # NCCL's host:pid:tid [dev]
+    r"|\bNCCL (?:WARN|INFO)\b|Traceback \(most recent call last\)|File \"[^\"]+\", line \d+"
+    r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?"  # torch.OutOfMemoryError: ...
+    r"|^\s*(?:srun|slurmstepd|sbatch|salloc|mpirun|torchrun)(?:\[\d+\])?: |NVRM: |\bXid\b.*: \d+|\bkernel: "
+    r"|^\s*(?:E|W|F)\d{4} ",
+    re.M)
+
+
+def looks_like_log(text: str) -> bool:
+    """Pasted output rather than a sentence: a code block, several lines, or a line with a log's marks."""
+    if "```" in text:
+        return True
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return len(lines) >= LOG_MIN_LINES or any(_LOG_LINE.search(ln) for ln in lines)
 
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|[^>]*)?>")
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -64,8 +91,11 @@ class ChatFlows:
         return prepare(kind, name, text.encode("utf-8"),
                        author=msg.user, ref={"channel": msg.channel, "ts": msg.ts})
 
-    def file_pieces(self, files: list[FileRef], taken: set[str], author: str | None) -> tuple[list[Piece], list[str]]:
-        """Download and prepare each readable file; problems become notes (one bad file loses nothing else)."""
+    def file_pieces(self, files: list[FileRef], taken: set[str], author: str | None,
+                    explicit: bool = True) -> tuple[list[Piece], list[str]]:
+        """Download and prepare each readable file (each member of a .zip / .tar(.gz) is one piece);
+        problems become notes (one bad file loses nothing else). A file that is no text log (an
+        image, a PDF) is passed over without a word unless someone asked the bot."""
         pieces: list[Piece] = []
         notes: list[str] = []
         limit = self.wf.limits.max_upload
@@ -74,8 +104,9 @@ class ChatFlows:
                 if not f.url or f.size is None:
                     f = self.wf.chat.file_info(f.id)
                 if not readable_file(f):
-                    notes.append(f"Skipped {f.name} ({f.mimetype or f.filetype or 'unknown type'}): "
-                                 "I read text logs, .gz and .zst files.")
+                    if explicit:
+                        notes.append(f"Skipped {f.name} ({f.mimetype or f.filetype or 'unknown type'}): "
+                                     "I read text logs, .gz, .zst, .zip and .tar(.gz) files.")
                     continue
                 if f.size is not None and f.size > limit:
                     notes.append(f"{f.name} is {f.size / (1 << 20):.0f} MB, over the {limit >> 20} MB limit "
@@ -83,18 +114,35 @@ class ChatFlows:
                                  f"`tail -n 200000 {f.name} | gzip > tail.log.gz`")
                     continue
                 data = self.wf.chat.download(f, limit)
-                pieces.append(prepare("file", unique_name(f.name, taken), data, author=author,
-                                      ref={"file_id": f.id}))
+                archive = read_archive(data, f.name, self.wf.limits.max_unpacked)
+                if archive is None:
+                    pieces.append(prepare("file", unique_name(f.name, taken), data, author=author,
+                                          ref={"file_id": f.id}))
+                    continue
+                first = len(pieces)
+                for m in archive.members:
+                    piece = prepare("file", unique_name(f"{f.name}/{m.name}", taken), m.data, author=author,
+                                    ref={"file_id": f.id, "member": m.name})
+                    if any("looks like binary data" in x for x in piece.problems):
+                        taken.discard(piece.name)
+                        continue  # a binary member (a core file, a model shard) is no source
+                    pieces.append(piece)
+                problems = [f"{f.name}: {x}" for x in archive.problems]
+                if len(pieces) > first:  # said with the answer, if there is one; no message of its own
+                    pieces[first].problems += problems
+                elif explicit:
+                    notes += problems
             except UserFacingError as exc:
                 notes.append(str(exc))
         return pieces, notes
 
-    def gather(self, msg: MessageIn, kind: str, name: str, taken: set[str]) -> tuple[list[Piece], list[str]]:
+    def gather(self, msg: MessageIn, kind: str, name: str, taken: set[str],
+               explicit: bool = True) -> tuple[list[Piece], list[str]]:
         pieces: list[Piece] = []
         text = self.text_piece(kind, unique_name(name, taken), msg)
         if text is not None:
             pieces.append(text)
-        files, notes = self.file_pieces(msg.files, taken, msg.user)
+        files, notes = self.file_pieces(msg.files, taken, msg.user, explicit)
         return pieces + files, notes
 
     # -- entry points ------------------------------------------------------------------------------
@@ -122,7 +170,7 @@ class ChatFlows:
             self.wf.chat.post_notice(
                 msg.channel, msg.ts,
                 "Paste a failed job's log (or attach it: .log, .txt, .gz) with the mention, mention me in the "
-                "failing job's thread, or use `/diagnose <log | job id | hosts ...>`.")
+                "failing job's thread, or use `/diagnose &lt;log | job id | hosts ...&gt;`.")
             return
         self.paste(msg, origin="mention", explicit=True)
 
@@ -131,7 +179,7 @@ class ChatFlows:
         if self.wf.store.find_incident(msg.channel, msg.root) is not None:
             self.follow_up(msg, explicit=True)
             return
-        outcome = self.paste(msg, origin="shortcut", explicit=False)
+        outcome = self.paste(msg, origin="shortcut", explicit=False, prose_hint=False)
         if outcome is None:
             text = "I found no known failure signature in that message."
             if response_url:
@@ -139,11 +187,29 @@ class ChatFlows:
             else:
                 self.wf.chat.post_ephemeral(msg.channel, user, text)
 
-    def paste(self, msg: MessageIn, *, origin: str, explicit: bool) -> Outcome | None:
+    def on_bot_post(self, msg: MessageIn) -> None:
+        """A post of a watched bot (TRIAGE_BOT_SOURCES: a scheduler, CI or Alertmanager notifier): its
+        text is diagnosed like a paste, one-liner or not; a post with nothing recognised stays unanswered."""
+        if msg.is_reply and self.wf.store.find_incident(msg.channel, msg.root) is not None:
+            self.follow_up(msg, explicit=False)
+            return
+        self.paste(msg, origin="bot", explicit=False, prose_hint=False)
+
+    def _hint(self, msg: MessageIn, signature: str) -> None:
+        """One line for the writer of a chat message that quotes an error: no incident, no thread."""
+        if not msg.user:
+            return
+        self.wf.chat.post_ephemeral(
+            msg.channel, msg.user,
+            f"That reads like *{esc(signature)}*. To diagnose a failed job, paste its log (or attach it) "
+            "or mention me.", thread_ts=msg.thread_ts)
+
+    def paste(self, msg: MessageIn, *, origin: str, explicit: bool, prose_hint: bool = True) -> Outcome | None:
         """Diagnose one message (text and files). Opens an incident in its thread if a failure is found.
 
         Chatter costs one engine pass over a short text and no Slack call; a progress reaction is
-        shown only for work that takes a while (downloads, probes).
+        shown only for work that takes a while (downloads, probes). A prose one-liner that quotes an
+        error opens no incident unless the bot was asked (`explicit`).
         """
         thread = msg.root
         with self.wf.locks.hold(f"{msg.channel}:{thread}"):
@@ -151,15 +217,19 @@ class ChatFlows:
                 return self._follow_up_locked(msg, explicit=explicit)
             reacted = False
             try:
-                if msg.files:
+                if any(readable_file(f) or not (f.mimetype or f.filetype) for f in msg.files):
                     self.wf.chat.react(msg.channel, msg.ts, PROGRESS)
                     reacted = True
                 kind = "shortcut" if origin == "shortcut" else "message"
-                pieces, notes = self.gather(msg, kind, "message", set())
+                pieces, notes = self.gather(msg, kind, "message", set(), explicit)
                 report, more = self.wf.engine(pieces) if pieces else (None, [])
                 if report is None or not report.diagnoses:
                     if notes or explicit:
                         self._say_nothing_found(msg.channel, thread, notes, pieces)
+                    return None
+                only_text = all(p.kind != "file" for p in pieces)
+                if prose_hint and not explicit and only_text and not looks_like_log(msg.text or ""):
+                    self._hint(msg, report.diagnoses[0].signature)
                     return None
                 if self.wf.prober.enabled and not reacted:
                     self.wf.chat.react(msg.channel, msg.ts, PROGRESS)
@@ -178,9 +248,10 @@ class ChatFlows:
                     self.wf.chat.unreact(msg.channel, msg.ts, PROGRESS)
 
     def _say_nothing_found(self, channel: str, thread: str, notes: list[str], pieces: list[Piece]) -> None:
-        read = esc(", ".join(p.name for p in pieces)) or "nothing readable"
+        names = [p.name for p in pieces]
+        read = esc(", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")) or "nothing readable"
         text = "\n".join(f":warning: {esc(redact(n))}" for n in notes)
-        if pieces:
+        if pieces or not text:
             text = (text + "\n" if text else "") + (
                 f"I found no known failure signature in {read}. If the job failed, the cause may be in another "
                 "rank's log or in the host's kernel log (`journalctl -k`): attach it here and mention me.")
@@ -197,10 +268,11 @@ class ChatFlows:
         existing = self.wf.store.list_evidence(incident.id)
         taken = {e.name for e in existing}
         n = 1 + sum(1 for e in existing if e.kind == "reply")
-        if msg.files:
+        busy = any(readable_file(f) or not (f.mimetype or f.filetype) for f in msg.files)
+        if busy:
             self.wf.chat.react(msg.channel, msg.ts, PROGRESS)
         try:
-            pieces, notes = self.gather(msg, "reply", f"reply {n}", taken)
+            pieces, notes = self.gather(msg, "reply", f"reply {n}", taken, explicit)
             known = {e.sha256 for e in existing}
             pieces = [p for p in pieces if p.sha256 not in known]  # the same paste twice adds nothing
             if notes:
@@ -212,8 +284,30 @@ class ChatFlows:
                 self.wf.chat.react(msg.channel, msg.ts, ADDED)
             return outcome
         finally:
-            if msg.files:
+            if busy:
                 self.wf.chat.unreact(msg.channel, msg.ts, PROGRESS)
+
+    def on_edit(self, msg: MessageIn) -> Outcome | None:
+        """An edited message is read again: in an incident thread its new text replaces the old one
+        as evidence (same source name) and the thread is re-diagnosed; elsewhere it is a paste."""
+        with self.wf.locks.hold(f"{msg.channel}:{msg.root}"):
+            incident = self.wf.store.find_incident(msg.channel, msg.root)
+            if incident is None:
+                if msg.is_reply:
+                    return None
+                return self.paste(msg, origin="message", explicit=False, prose_hint=False)
+            existing = self.wf.store.list_evidence(incident.id)
+            mine = [e for e in existing if e.ref.get("ts") == msg.ts and e.kind in ("message", "reply", "shortcut")]
+            if not mine:
+                return self._follow_up_locked(msg, explicit=False)
+            piece = self.text_piece(mine[-1].kind, mine[-1].name, msg)
+            if piece is None or piece.sha256 == mine[-1].sha256:
+                return None  # emptied, or the text did not change (an unfurl, a reaction)
+            piece.ref["edited"] = True
+            outcome = self.wf.rediagnose(incident, [piece], trigger="edit")
+            if not outcome.changed:
+                self.wf.chat.react(msg.channel, msg.ts, ADDED)
+            return outcome
 
     def diagnose_thread(self, mention: MessageIn) -> Outcome | None:
         """@bot inside a thread that is no incident yet: read the whole thread as one incident."""
@@ -227,7 +321,9 @@ class ChatFlows:
             self.wf.chat.react(mention.channel, mention.ts, PROGRESS)
             try:
                 for i, m in enumerate(messages):
-                    if m.get("bot_id") or m.get("user") == me.get("user_id"):
+                    # Other bots' posts (a scheduler's "job failed", an alert) are what the mention is
+                    # about; only the bot's own answers are left out.
+                    if m.get("user") == me.get("user_id") or (m.get("bot_id") and m.get("bot_id") == me.get("bot_id")):
                         continue
                     files = [FileRef(id=f["id"], name=f.get("name") or f["id"], size=f.get("size"),
                                      mimetype=f.get("mimetype"), filetype=f.get("filetype"),

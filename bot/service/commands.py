@@ -17,7 +17,7 @@ from .workflow import Workflow, headline_for
 
 HELP = (
     "*/diagnose* finds why a GPU job failed.\n"
-    "• `/diagnose <pasted log lines>`: diagnose the text\n"
+    "• `/diagnose &lt;pasted log lines&gt;`: diagnose the text\n"
     "• `/diagnose 1234` (or `job 1234`): look the job up in the scheduler and diagnose its logs\n"
     "• `/diagnose hosts gpu[01-04]`: ask the node agents on those hosts\n"
     "Or paste a log / attach a .log or .gz file in a channel I am in, and mention me in a failing job's thread."

@@ -1,4 +1,4 @@
-"""The answer's buttons (Right, Wrong cause, Show all evidence, Re-run probes) and the App Home tab."""
+"""The answer's buttons (Right, Wrong cause, Show details / Full report, Re-run probes) and the App Home tab."""
 
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ class FeedbackFlows:
             w.channel, incident.thread_ts,
             f"Thanks <@{w.user}>: recorded that the cause was {said}, not *{esc(rec.signature or '')}*. "
             "It counts against that signature's precision on my Home tab.")
+
+    def show_details(self, a: ActionIn) -> None:
+        """"Show details": the latest answer's evidence, causes and probes as a thread reply."""
+        incident, rec = self._diagnosis(a.incident_id)
+        self.wf.chat.post_details(a.channel, incident.thread_ts, Answer.from_dict(rec.answer))
+
+    def full_report(self, a: ActionIn) -> None:
+        """The full report as a file (short ones inline)."""
+        self.show_evidence(a)
 
     def show_evidence(self, a: ActionIn) -> None:
         # The latest version: thread replies since the message was last edited count too.

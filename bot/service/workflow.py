@@ -38,6 +38,7 @@ class Chat(Protocol):
     def post_headline(self, channel: str, headline: Headline) -> tuple[str, str]: ...
     def update_headline(self, channel: str, ts: str, headline: Headline) -> None: ...
     def post_changes(self, channel: str, thread_ts: str, changes: list[str], answer: Answer) -> str: ...
+    def post_details(self, channel: str, thread_ts: str | None, answer: Answer) -> str: ...
     def post_notice(self, channel: str, thread_ts: str | None, text: str) -> str: ...
     def post_ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None: ...
     def respond(self, response_url: str, text: str, ephemeral: bool = True) -> None: ...
@@ -197,6 +198,12 @@ class Workflow:
                     if rec.ref.get("file_id"):
                         f = self.chat.file_info(rec.ref["file_id"])
                         data = self.chat.download(f, self.limits.max_upload)
+                        if rec.ref.get("member"):  # one file of a .zip / .tar upload
+                            from .unpack import read_archive
+
+                            arch = read_archive(data, f.name, self.limits.max_unpacked)
+                            data = next((m.data for m in (arch.members if arch else [])
+                                         if m.name == rec.ref["member"]), None)
                     elif rec.ref.get("path"):
                         data, _ = read_tail(rec.ref["path"], self.limits.max_upload)
                 except Exception as exc:  # gone from Slack / the filesystem: fall back to the excerpt
@@ -221,11 +228,11 @@ class Workflow:
             # from Slack again): if the new text alone matches nothing and states no fact, nothing
             # can change.
             alone, _ = self.engine(new_pieces)
-            if not alone.diagnoses and not _has_facts(alone.facts):
+            if not alone.diagnoses and not _has_facts(alone.facts) and not alone.pasted:
                 for p in new_pieces:
                     self.store.add_evidence(incident.id, to_record(p, alone))
                 return Outcome(incident, previous, alone, [], False)
-        pieces = self.load_pieces(incident) + new_pieces
+        pieces = latest_versions(self.load_pieces(incident) + new_pieces)
         job_nodes = (incident.job or {}).get("nodes") or None
         report, notes, run = self.diagnose(pieces, job_nodes=job_nodes, job_id=incident.job_id)
         if not report.diagnoses:
@@ -253,6 +260,17 @@ class Workflow:
         if incident.channel and incident.thread_ts and previous is not None and (changed or force_post):
             self.chat.post_changes(incident.channel, incident.thread_ts, changes, answer)
         return Outcome(incident, answer, report, changes, changed)
+
+
+def latest_versions(pieces: list[Piece]) -> list[Piece]:
+    """An edited message is stored again under its first name; only its last version is evidence."""
+    last: dict[tuple[str, str], int] = {}
+    for i, p in enumerate(pieces):
+        if p.ref.get("ts") and p.kind in ("message", "reply", "shortcut"):
+            last[(p.ref.get("channel") or "", p.ref["ts"])] = i
+    return [p for i, p in enumerate(pieces)
+            if not (p.ref.get("ts") and p.kind in ("message", "reply", "shortcut"))
+            or last[(p.ref.get("channel") or "", p.ref["ts"])] == i]
 
 
 def _has_facts(facts: dict[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 Slack rejects a message whose section text passes 3000 characters, that has more than 50 blocks,
 a button label past 75 or a header past 150. Every text here goes through `clip` with the limit of
 the field it lands in, and user/log text through `esc` (a log line holding `<!channel>` must not
-ping a channel). Evidence beyond what fits goes to "Show all evidence" (a file upload).
+ping a channel). The answer holds one screen; evidence, causes and probes are in "Show details" (a
+thread reply) and the full report is a file on demand.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ def _md(text: str, limit: int = SECTION_MAX) -> MarkdownTextObject:
 
 
 def _section(text: str) -> SectionBlock:
-    return SectionBlock(text=_md(text))
+    # Slack refuses an empty text ("no empty block ever"): say so rather than post nothing.
+    return SectionBlock(text=_md(text if text.strip() else "_(nothing to show)_"))
 
 
 def _context(*texts: str) -> ContextBlock:
-    return ContextBlock(elements=[_md(t, CONTEXT_MAX) for t in texts[:10] if t])
+    elements = [_md(t, CONTEXT_MAX) for t in texts if t and t.strip()][:10]
+    return ContextBlock(elements=elements or [_md("\u2014")])
 
 
 def _fill(header: str, items: Sequence[str], more: str) -> str:
@@ -82,9 +85,9 @@ def _evidence_section(a: Answer) -> str:
     for e in a.evidence:
         who = f" ({esc(e.who)})" if e.who else ""
         items.append(f"`{esc(e.where)}`{who}\n{code_block(clip(e.text, LINE_MAX))}")
-    text = _fill(header, items, "_…{n} more: use *Show all evidence*_")
-    if a.evidence_total > shown and "Show all evidence" not in text:
-        text += f"\n_…{a.evidence_total - shown} more: use *Show all evidence*_"
+    text = _fill(header, items, "_…{n} more: use *Full report*_")
+    if a.evidence_total > shown and "Full report" not in text:
+        text += f"\n_…{a.evidence_total - shown} more: use *Full report*_"
     return text
 
 
@@ -106,45 +109,76 @@ def _cause_section(a: Answer) -> str:
     return _fill("*Likely causes*", items, "_…{n} more_")
 
 
+POST_WARNINGS = 2  # warnings shown on the answer itself; the rest are in the details
+
+
+def _next_step(a: Answer) -> str | None:
+    if not a.next_text and not a.next_command:
+        return None
+    where = f" on `{esc(a.next_on)}`" if a.next_on and " " not in a.next_on else (
+        f" on {esc(a.next_on)}" if a.next_on else "")
+    nxt = f"*Next step*{where}: {esc(a.next_text or '')}".rstrip(": ")
+    if a.next_command:
+        hints = "\n".join(f"Set {esc(h)}" for h in a.next_hints[:4])
+        nxt += "\n" + code_block(clip(a.next_command, SECTION_MAX - len(nxt) - len(hints) - 40))
+        if hints:
+            nxt += "\n" + hints
+    return nxt
+
+
 def answer_blocks(a: Answer) -> list[Block]:
-    """The diagnosis in the thread: headline, who started it, evidence, probes, next step, buttons."""
+    """The answer in the thread, one screen: headline, who started it, the next step with its command,
+    the open question, the buttons. Evidence, causes and probes are behind "Show details"."""
     icon = ":rotating_light:" if a.level == "initiating" else ":warning:"
     head = f"{icon} *{esc(a.signature)}*: {esc(a.title)} · confidence *{a.confidence:.0%}*"
     if a.job:
         head += f"\n{esc(a.job)}"
-    blocks: list[Block] = [_section(head)]
     if a.initiating:
-        blocks.append(_section(f"*Started by* {esc(a.initiating)}"))
-    blocks.append(_section(esc(a.summary)))
-    if a.evidence:
-        blocks.append(_section(_evidence_section(a)))
-    if a.probes:
-        blocks.append(_section(_probe_section(a)))
-    if a.causes:
-        blocks.append(_section(_cause_section(a)))
-    if a.next_text:
-        nxt = f"*Next step:* {esc(a.next_text)}"
-        if a.next_command:
-            nxt += "\n" + code_block(clip(a.next_command, SECTION_MAX - len(nxt) - 40))
+        head += f"\n*Started by* {esc(a.initiating)}"
+    blocks: list[Block] = [_section(head)]
+    nxt = _next_step(a)
+    if nxt:
         blocks.append(_section(nxt))
     if a.question:
-        blocks.append(_section(f":question: *To tell the causes apart:* {esc(a.question)}"))
-    if a.recurrence:
-        blocks.append(_context(*[f":repeat: {esc(r)}" for r in a.recurrence[:5]]))
+        blocks.append(_section(f":question: {esc(a.question)}"))
+    if a.warnings:
+        blocks.append(_context(*[f":information_source: {esc(clip(w, 300))}" for w in a.warnings[:POST_WARNINGS]]))
+    blocks.append(actions_block(a))
+    footer = [f"Incident #{a.incident_id} · diagnosis v{a.version}"]
+    silent = [p.host for p in a.probes if not p.ok and any("did not answer" in x or "not probed" in x for x in p.lines)]
+    if silent:
+        footer.append("Probes: " + esc(", ".join(silent[:3])) + " did not answer")
+    footer += [f":repeat: {esc(r)}" for r in a.recurrence[:2]]
+    footer += a.feedback[-3:]
+    blocks.append(_context(*footer))
+    return blocks[:MAX_BLOCKS]
+
+
+def details_blocks(a: Answer) -> list[Block]:
+    """"Show details": everything the answer rests on, as a reply in the thread."""
+    blocks: list[Block] = [_section(f"*Details of incident #{a.incident_id}* (diagnosis v{a.version}): "
+                                    f"*{esc(a.signature)}*\n{esc(a.summary)}")]
+    if a.evidence:
+        blocks.append(_section(_evidence_section(a)))
+    if a.causes:
+        blocks.append(_section(_cause_section(a)))
+    if a.probes:
+        blocks.append(_section(_probe_section(a)))
     notes = []
     if a.also_seen:
         notes.append("Also seen: " + esc(", ".join(a.also_seen)))
-    notes += [f":information_source: {esc(w)}" for w in a.warnings[:5]]
+    notes += [f":information_source: {esc(w)}" for w in a.warnings[:8]]
+    notes += [f":repeat: {esc(r)}" for r in a.recurrence[:5]]
     if notes:
         blocks.append(_context(*notes))
-    blocks.append(actions_block(a))
-    if a.feedback:
-        blocks.append(_context(*a.feedback[-5:]))
-    footer = f"Incident #{a.incident_id} · diagnosis v{a.version}"
-    if a.version > 1 and a.changes:
-        footer += " · updated: " + esc(" ".join(a.changes))
-    blocks.append(_context(footer))
+    blocks.append(ActionsBlock(block_id=BlockId.DETAILS_ACTIONS.value, elements=[
+        ButtonElement(text="Full report (file)", action_id=ActionId.FULL_REPORT.value,
+                      value=f"{a.incident_id}:{a.version}")]))
     return blocks[:MAX_BLOCKS]
+
+
+def details_text(a: Answer) -> str:
+    return clip(esc(f"Details of incident #{a.incident_id}: {a.signature}"), FALLBACK_MAX)
 
 
 def actions_block(a: Answer) -> ActionsBlock:
@@ -155,7 +189,7 @@ def actions_block(a: Answer) -> ActionsBlock:
     buttons += [
         ButtonElement(text="Right", action_id=ActionId.RIGHT.value, value=value, style="primary"),
         ButtonElement(text="Wrong cause", action_id=ActionId.WRONG.value, value=value),
-        ButtonElement(text="Show all evidence", action_id=ActionId.SHOW_EVIDENCE.value, value=value),
+        ButtonElement(text="Show details", action_id=ActionId.SHOW_DETAILS.value, value=value),
     ]
     return ActionsBlock(block_id=BlockId.ACTIONS.value, elements=buttons)
 
@@ -189,14 +223,15 @@ def user_mention(user: str) -> str:
     return f"<@{user}>"
 
 
-def changes_blocks(changes: list[str], a: Answer) -> list[Block]:
-    """The thread reply after a re-diagnosis: what the new evidence changed."""
+def changes_text(changes: list[str], a: Answer) -> str:
+    """The one thread reply after a re-diagnosis: what changed (said here only, not on the answer)."""
     if changes:
-        body = ":arrows_counterclockwise: *Updated the diagnosis above* with the new evidence:\n" + "\n".join(
-            f"• {c}" for c in changes)
-    else:
-        body = f":arrows_counterclockwise: Re-diagnosed with the new evidence: still *{esc(a.signature)}* ({a.confidence:.0%})."
-    return [_section(body)]
+        return ":arrows_counterclockwise: Updated the answer above: " + " ".join(esc(c) for c in changes)
+    return f":arrows_counterclockwise: Re-diagnosed with the new evidence: still *{esc(a.signature)}* ({a.confidence:.0%})."
+
+
+def changes_blocks(changes: list[str], a: Answer) -> list[Block]:
+    return [_section(changes_text(changes, a))]
 
 
 def notice_blocks(text: str) -> list[Block]:

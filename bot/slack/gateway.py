@@ -21,6 +21,7 @@ from bot.service.errors import UserFacingError
 from bot.service.inputs import FileRef
 
 from . import blocks as bk
+from .payloads import bot_post_text
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +79,29 @@ class SlackGateway:
                                 blocks=bk.headline_blocks(headline))
 
     def post_changes(self, channel: str, thread_ts: str, changes: list[str], answer: Answer) -> str:
-        text = "Updated the diagnosis: " + " ".join(changes) if changes else f"Still {answer.signature}"
-        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.clip(bk.esc(text), 3000),
+        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
+                                            text=bk.clip(bk.changes_text(changes, answer), 3000),
                                             blocks=bk.changes_blocks(changes, answer))
+        return str(resp["ts"])
+
+    def post_details(self, channel: str, thread_ts: str | None, answer: Answer) -> str:
+        """"Show details": evidence, causes and probes as a reply in the thread."""
+        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.details_text(answer),
+                                            blocks=bk.details_blocks(answer), unfurl_links=False, unfurl_media=False)
         return str(resp["ts"])
 
     def post_notice(self, channel: str, thread_ts: str | None, text: str) -> str:
         """A short message in a thread (text is mrkdwn the caller escaped where needed)."""
+        if not text.strip():  # nothing to say is said by not posting (Slack refuses empty blocks)
+            log.info("not posting an empty notice in %s", channel)
+            return ""
         resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.clip(text, 3000),
                                             blocks=bk.notice_blocks(text), unfurl_links=False)
         return str(resp["ts"])
 
     def post_ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+        if not text.strip():
+            return
         self.client.chat_postEphemeral(channel=channel, user=user, text=bk.clip(text, 3000), thread_ts=thread_ts)
 
     def respond(self, response_url: str, text: str, ephemeral: bool = True) -> None:
@@ -158,6 +170,9 @@ class SlackGateway:
             cursor = (resp.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 break
+        for m in msgs:  # a bot's post says what it says in attachments and blocks too
+            if m.get("bot_id") or m.get("subtype") == "bot_message":
+                m["text"] = bot_post_text(m)
         return msgs[:limit]
 
     # -- views ----------------------------------------------------------------------------------

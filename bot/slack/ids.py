@@ -9,7 +9,9 @@ class ActionId(enum.StrEnum):
     RERUN_PROBES = "triage_rerun_probes"
     RIGHT = "triage_feedback_right"
     WRONG = "triage_feedback_wrong"
-    SHOW_EVIDENCE = "triage_show_evidence"
+    SHOW_DETAILS = "triage_show_details"
+    SHOW_EVIDENCE = "triage_show_evidence"  # the button of answers posted before "Show details"
+    FULL_REPORT = "triage_full_report"
 
 
 class CallbackId(enum.StrEnum):
@@ -19,6 +21,7 @@ class CallbackId(enum.StrEnum):
 
 class BlockId(enum.StrEnum):
     ACTIONS = "triage_actions"
+    DETAILS_ACTIONS = "triage_details_actions"
     CAUSE_SELECT = "triage_cause_select"
     CAUSE_TEXT = "triage_cause_text"
     NOTE = "triage_note"

@@ -22,9 +22,57 @@ def files_of(message: dict[str, Any]) -> list[FileRef]:
     return out
 
 
-def message_in(event: dict[str, Any], team: str | None = None) -> MessageIn:
+def _rich_text(el: Any) -> str:
+    """The plain text of a rich_text element tree (what a bot's blocks say)."""
+    if isinstance(el, dict):
+        if el.get("type") == "text":
+            return str(el.get("text") or "")
+        if el.get("type") == "rich_text_preformatted" or el.get("type") == "rich_text_section":
+            return "".join(_rich_text(e) for e in el.get("elements") or []) + "\n"
+        return "".join(_rich_text(e) for e in el.get("elements") or [])
+    return ""
+
+
+def bot_post_text(message: dict[str, Any]) -> str:
+    """Everything a bot's post says: its text, its attachments (Alertmanager, CI notifiers) and its
+    blocks (Slack apps), each once. People's messages use `text` only: their attachments are unfurls."""
+    parts: list[str] = [message.get("text") or ""]
+    for att in message.get("attachments") or []:
+        if not isinstance(att, dict):
+            continue
+        own = [att.get(k) or "" for k in ("pretext", "title", "text")]
+        own += [f"{f.get('title', '')}: {f.get('value', '')}" for f in att.get("fields") or [] if isinstance(f, dict)]
+        if not any(own):
+            own = [att.get("fallback") or ""]
+        parts += own
+    for b in message.get("blocks") or []:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") in ("section", "header") and isinstance(b.get("text"), dict):
+            parts.append(b["text"].get("text") or "")
+            parts += [f.get("text") or "" for f in b.get("fields") or [] if isinstance(f, dict)]
+        elif b.get("type") == "rich_text":
+            parts.append(_rich_text(b))
+        elif b.get("type") == "context":
+            parts += [e.get("text") or "" for e in b.get("elements") or [] if isinstance(e, dict)]
+    seen: set[str] = set()
+    out = []
+    for part in parts:
+        part = part.strip()
+        if part and part not in seen and not any(part in s for s in seen):
+            seen.add(part)
+            out.append(part)
+    return "\n".join(out)
+
+
+def bot_id_of(event: dict[str, Any]) -> str | None:
+    return event.get("bot_id") or (event.get("bot_profile") or {}).get("id")
+
+
+def message_in(event: dict[str, Any], team: str | None = None, *, bot: bool = False) -> MessageIn:
+    text = bot_post_text(event) if bot else event.get("text") or ""
     return MessageIn(
-        channel=event.get("channel", ""), ts=event.get("ts", ""), user=event.get("user"), text=event.get("text") or "",
+        channel=event.get("channel", ""), ts=event.get("ts", ""), user=event.get("user"), text=text,
         thread_ts=event.get("thread_ts"), files=files_of(event), channel_type=event.get("channel_type"),
         team=team or event.get("team"),
     )

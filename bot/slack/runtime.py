@@ -64,7 +64,7 @@ class TriageBot:
             store=self.store, chat=self.gateway, prober=self.prober, job_source=load_job_source(settings.job_source),
             limits=Limits(settings.max_upload_bytes, settings.max_unpacked_bytes), routes=routes,
             webhook_secret=secret, pool=self.pool)
-        self.app = build_app(settings, Deps(self.service, self.gateway, self.errors))
+        self.app = build_app(settings, Deps(self.service, self.gateway, self.errors, settings.bot_sources))
         self.servers: list[TriageHTTPServer] = []
         self._socket: Any = None
         self._stop = threading.Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -32,6 +33,7 @@ class Settings:
     retention_days: int = 90
     workers: int = 8
     queue_max: int = 200
+    bot_sources: frozenset[str] = frozenset()  # TRIAGE_BOT_SOURCES: channel ids and bot ids
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -88,6 +90,11 @@ class Settings:
         if job_source not in ("none", "slurm"):
             raise SettingsError(f"TRIAGE_JOB_SOURCE={job_source!r}: expected 'none' or 'slurm'")
         max_upload = int(num("TRIAGE_MAX_UPLOAD_MB", 200, int, 1))
+        bot_sources = frozenset(x for x in re.split(r"[\s,]+", get("TRIAGE_BOT_SOURCES") or "") if x)
+        for x in bot_sources:
+            if not re.fullmatch(r"[CGDB][A-Z0-9]{2,}", x):
+                raise SettingsError(f"TRIAGE_BOT_SOURCES: {x!r} is not a channel id (C…, G…) or bot id (B…); "
+                                    "a channel's id is at the bottom of its details, a bot's in its profile")
         return cls(
             bot_token=token,
             signing_secret=get("SLACK_SIGNING_SECRET"),
@@ -107,6 +114,7 @@ class Settings:
             retention_days=int(num("TRIAGE_RETENTION_DAYS", 90, int, 1)),
             workers=int(num("TRIAGE_WORKERS", 8, int, 1)),
             queue_max=int(num("TRIAGE_QUEUE_MAX", 200, int, 1)),
+            bot_sources=bot_sources,
         )
 
     def require_http(self) -> None:

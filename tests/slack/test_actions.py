@@ -80,19 +80,36 @@ def test_wrong_cause_opens_a_modal_and_stores_the_real_cause(bot: RunningBot, sl
     assert [(p.signature, p.right, p.wrong) for p in stats.feedback_precision(bot.store)] == [("nccl-cuda-999", 0, 1)]
 
 
-def test_show_all_evidence_posts_short_evidence_in_the_thread(bot: RunningBot, slack: SlackStandIn) -> None:
+def test_show_details_posts_evidence_causes_in_the_thread(bot: RunningBot, slack: SlackStandIn) -> None:
     ev, answer = diagnosed(bot, slack)
-    bot.send_interaction(block_action(ActionId.SHOW_EVIDENCE, button_value(answer, ActionId.SHOW_EVIDENCE),
+    bot.send_interaction(block_action(ActionId.SHOW_DETAILS, button_value(answer, ActionId.SHOW_DETAILS),
                                       channel=CHANNEL, message=answer))
     post = slack.wait_for("chat.postMessage", n=2)[-1]
+    bot.wait_idle()
     assert post.params["thread_ts"] == ev["ts"]
-    assert "message:9" in post.params["text"] and "== nccl-cuda-999" in post.params["text"]
+    text = section_text(post.params["blocks"])
+    assert "*Evidence*" in text and "`message:9`" in text and "*Likely causes*" in text
+    # The full report, on demand: short ones inline in the thread.
+    details = slack.thread(CHANNEL, ev["ts"])[-1]
+    bot.send_interaction(block_action(ActionId.FULL_REPORT, button_value(details, ActionId.FULL_REPORT),
+                                      channel=CHANNEL, message=details))
+    full = slack.wait_for("chat.postMessage", n=3)[-1]
+    assert full.params["thread_ts"] == ev["ts"]
+    assert "message:9" in full.params["text"] and "== nccl-cuda-999" in full.params["text"]
 
 
-def test_show_all_evidence_uploads_long_evidence_as_a_file(bot: RunningBot, slack: SlackStandIn) -> None:
+def test_an_old_show_all_evidence_button_still_works(bot: RunningBot, slack: SlackStandIn) -> None:
+    ev, answer = diagnosed(bot, slack)
+    bot.send_interaction(block_action(ActionId.SHOW_EVIDENCE, button_value(answer, ActionId.SHOW_DETAILS),
+                                      channel=CHANNEL, message=answer))
+    post = slack.wait_for("chat.postMessage", n=2)[-1]
+    assert post.params["thread_ts"] == ev["ts"] and "*Evidence*" in section_text(post.params["blocks"])
+
+
+def test_full_report_uploads_long_evidence_as_a_file(bot: RunningBot, slack: SlackStandIn) -> None:
     many = "".join(RANK3.replace("rank3", f"rank{r}") for r in range(64))
     ev, answer = diagnosed(bot, slack, WATCHDOG + many)
-    bot.send_interaction(block_action(ActionId.SHOW_EVIDENCE, button_value(answer, ActionId.SHOW_EVIDENCE),
+    bot.send_interaction(block_action(ActionId.FULL_REPORT, button_value(answer, ActionId.SHOW_DETAILS),
                                       channel=CHANNEL, message=answer))
     slack.wait_for("files.completeUploadExternal")
     bot.wait_idle()

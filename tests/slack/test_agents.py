@@ -50,9 +50,14 @@ def test_seed_incident_names_the_foreign_processes(probing_bot: RunningBot, slac
     assert len(slack.calls_to("chat.postMessage")) == 1 and post.params["thread_ts"] == ev["ts"]
     text = section_text(post.params["blocks"])
     assert "nccl-cuda-999" in text
-    assert "rank 0, gpu-h200-07" in text
-    assert "*Host probes*" in text and "gpu-h200-07" in text and "foreign-process" in text
+    assert "rank 0 on gpu-h200-07" in text
+    # The agent named the foreign processes: the next step names them and the command lists them.
+    assert "Free GPU 0 on gpu-h200-07: pids 4242, 4243 are not the job's (slurm job 998)" in text
+    assert "ps -o pid,user,etime,args -p 4242,4243" in text
+    assert ":question:" not in text  # the probes answered the question
     assert "Re-run probes" in str(post.params["blocks"])
+    stored = bot.store.get_diagnosis(bot.store.find_incident(CHANNEL, ev["ts"]).id).answer
+    assert any("foreign-process" in line for p in stored["probes"] for line in p["lines"])  # in the details
     # Progress was visible while the agents were asked.
     assert [c.params["name"] for c in slack.calls_to("reactions.add")] == ["hourglass_flowing_sand"]
     inc = bot.store.find_incident(CHANNEL, ev["ts"])

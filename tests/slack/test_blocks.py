@@ -29,15 +29,15 @@ def huge_answer() -> Answer:
 
 
 def test_a_huge_answer_stays_within_slacks_limits() -> None:
-    blocks = as_dicts(bk.answer_blocks(huge_answer()))
-    assert len(blocks) <= bk.MAX_BLOCKS
-    for b in blocks:
-        if b["type"] == "section":
-            assert len(b["text"]["text"]) <= 3000
-        if b["type"] == "context":
-            assert len(b["elements"]) <= 10 and all(len(e["text"]) <= 3000 for e in b["elements"])
-    text = json.dumps(blocks)
-    assert "more: use *Show all evidence*" in text  # what did not fit is announced, not dropped silently
+    for blocks in (as_dicts(bk.answer_blocks(huge_answer())), as_dicts(bk.details_blocks(huge_answer()))):
+        assert len(blocks) <= bk.MAX_BLOCKS
+        for b in blocks:
+            if b["type"] == "section":
+                assert len(b["text"]["text"]) <= 3000
+            if b["type"] == "context":
+                assert len(b["elements"]) <= 10 and all(len(e["text"]) <= 3000 for e in b["elements"])
+    text = json.dumps(as_dicts(bk.details_blocks(huge_answer())))
+    assert "more: use *Full report*" in text  # what did not fit is announced, not dropped silently
     assert "more hosts" in text
     assert len(bk.answer_text(huge_answer())) <= 3000
 
@@ -46,7 +46,7 @@ def test_buttons_carry_the_incident_and_version() -> None:
     blocks = as_dicts(bk.answer_blocks(huge_answer()))
     actions = next(b for b in blocks if b["type"] == "actions")
     assert [e["text"]["text"] for e in actions["elements"]] == ["Re-run probes", "Right", "Wrong cause",
-                                                               "Show all evidence"]
+                                                               "Show details"]
     assert {e["value"] for e in actions["elements"]} == {"7:3"}
 
 
@@ -54,11 +54,13 @@ def test_log_text_cannot_ping_or_break_the_code_block() -> None:
     a = huge_answer()
     a.evidence = [EvidenceLine("m:1", "", "<!channel> <@U123> & ``` closes the block")]
     a.summary = "<!here> summary"
-    text = json.dumps(as_dicts(bk.answer_blocks(a)))
+    text = json.dumps(as_dicts(bk.answer_blocks(a)) + as_dicts(bk.details_blocks(a)))
     assert "<!channel>" not in text and "<!here>" not in text and "<@U123>" not in text
     assert "&lt;!channel&gt;" in text and "&amp;" in text
-    evidence = next(b["text"]["text"] for b in as_dicts(bk.answer_blocks(a)) if "*Evidence*" in b["text"]["text"]
-                    if b["type"] == "section")
+    text = json.dumps(as_dicts(bk.details_blocks(a)))
+    assert "<!channel>" not in text and "<!here>" not in text and "<@U123>" not in text
+    evidence = next(b["text"]["text"] for b in as_dicts(bk.details_blocks(a)) if b["type"] == "section"
+                    if "*Evidence*" in b["text"]["text"])
     assert evidence.count("```") == 2  # the log's own ``` was defused
 
 

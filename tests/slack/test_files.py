@@ -120,12 +120,25 @@ def test_truncated_gzip_is_diagnosed_as_far_as_it_goes(bot: RunningBot, slack: S
     assert "truncated" in text
 
 
-def test_images_are_skipped_with_a_note(bot: RunningBot, slack: SlackStandIn) -> None:
+def test_images_and_pdfs_are_passed_over_in_silence(bot: RunningBot, slack: SlackStandIn) -> None:
     png = b"\x89PNG\r\n\x1a\n" + os.urandom(2048)
     share(bot, slack, png, "loss-curve.png", mimetype="image/png", filetype="png")
+    share(bot, slack, b"%PDF-1.7\n" + os.urandom(2048), "runbook.pdf", text="our runbook",
+          mimetype="application/pdf", filetype="pdf")
+    bot.wait_idle()
+    slack.expect_no("chat.postMessage", within=0.3)
+    assert slack.downloads == 0 and not slack.calls_to("reactions.add")
+    assert bot.store.query("SELECT COUNT(*) AS n FROM incidents")[0]["n"] == 0
+
+
+def test_an_image_with_a_mention_says_what_it_reads(bot: RunningBot, slack: SlackStandIn) -> None:
+    from tests.support.slack_requests import mention_event
+
+    f = slack.add_file(b"\x89PNG\r\n\x1a\n" + os.urandom(64), "loss-curve.png", mimetype="image/png", filetype="png")
+    ev = mention_event(CHANNEL, "why?", slack.bot_user_id, files=[f])
+    bot.send_event(ev)
     post = slack.wait_for("chat.postMessage")[0]
     assert "Skipped loss-curve.png (image/png)" in post.params["text"]
-    assert slack.downloads == 0
 
 
 def test_binary_junk_named_log_is_reported_not_stored(bot: RunningBot, slack: SlackStandIn) -> None:

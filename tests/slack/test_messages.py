@@ -37,10 +37,10 @@ def test_pasted_failure_gets_one_threaded_answer(bot: RunningBot, slack: SlackSt
     text = section_text(post.params["blocks"])
     assert "nccl-cuda-999" in text and "confidence" in text
     assert "*Started by* rank 0" in text
-    assert "`message:9` (rank 0)" in text and "Cuda failure 999 'unknown error'" in text
     assert "nvidia-smi --query-compute-apps" in text  # the next action, as a copyable command
     assert ":question:" in text  # the missing-fact question (no probes here)
-    assert action_ids(post.params["blocks"]) == [ActionId.RIGHT, ActionId.WRONG, ActionId.SHOW_EVIDENCE]
+    assert "`message:9`" not in text  # evidence is behind "Show details"
+    assert action_ids(post.params["blocks"]) == [ActionId.RIGHT, ActionId.WRONG, ActionId.SHOW_DETAILS]
     inc = bot.store.find_incident(CHANNEL, ev["ts"])
     assert inc.signature == "nccl-cuda-999" and inc.summary_ts and inc.version == 1
     assert [e.name for e in bot.store.list_evidence(inc.id)] == ["message"]
@@ -203,7 +203,14 @@ def test_a_log_that_would_ping_the_channel_is_escaped(bot: RunningBot, slack: Sl
     ev = message_event(CHANNEL, NCCL_999 + line + "\n")
     bot.send_event(ev)
     post = slack.wait_for("chat.postMessage")[0]
-    raw = json.dumps(post.params["blocks"])
+    bot.wait_idle()
+    answer = slack.bot_messages(CHANNEL)[0]
+    value = next(e["value"] for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"])
+    from tests.support.slack_requests import block_action
+
+    bot.send_interaction(block_action(ActionId.SHOW_DETAILS, value, channel=CHANNEL, message=answer))
+    details = slack.wait_for("chat.postMessage", n=2)[-1]
+    raw = json.dumps(post.params["blocks"]) + json.dumps(details.params["blocks"])
     assert "<!channel>" not in raw and "&lt;!channel&gt;" in raw
 
 

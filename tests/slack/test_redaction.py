@@ -60,7 +60,10 @@ def test_secrets_never_reach_store_or_slack(bot: RunningBot, slack: SlackStandIn
     bot.send_event(message_event(CHANNEL, many + f"GITHUB_TOKEN={SECRETS['github']}\n", thread_ts=ev["ts"]))
     bot.wait_idle()
     answer = slack.message(CHANNEL, answer["ts"])  # updated to diagnosis v2 by the follow-up
-    bot.send_interaction(block_action(ActionId.SHOW_EVIDENCE, button_value(answer, ActionId.SHOW_EVIDENCE),
+    bot.send_interaction(block_action(ActionId.SHOW_DETAILS, button_value(answer, ActionId.SHOW_DETAILS),
+                                      channel=CHANNEL, message=answer))
+    bot.wait_idle()
+    bot.send_interaction(block_action(ActionId.FULL_REPORT, button_value(answer, ActionId.SHOW_DETAILS),
                                       channel=CHANNEL, message=answer))
     bot.wait_idle()
     assert slack.uploads, "the long evidence went out as a file"

@@ -82,7 +82,9 @@ def test_job_logs_are_diagnosed_into_the_thread(bot: RunningBot, slack: SlackSta
     assert answer.params["thread_ts"] == slack.bot_messages(CHANNEL)[0]["ts"]
     a = section_text(answer.params["blocks"])
     assert "nccl-cuda-999" in a and "Job 1234 (llama-70b-pretrain) FAILED, exit 1:0" in a
-    assert "`slurm-1234.out:" in a
+    assert "nvidia-smi" in a  # the next step is on the answer; the evidence lines are in its details
+    stored = bot.store.get_diagnosis(body["incident"]).answer
+    assert stored["evidence"][0]["where"].startswith("slurm-1234.out:")
     head = section_text(update.params["blocks"])
     assert "Job 1234" in head and "nccl-cuda-999" in head and "gpu-h200-07" in head
     assert source.resolved == ["1234"]

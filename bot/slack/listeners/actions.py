@@ -26,10 +26,16 @@ def register(app: App, deps: Deps) -> None:
         ack()
         deps.submit(flows.right, action_in(body), where=where_of(body))
 
-    @app.action(ActionId.SHOW_EVIDENCE.value)
-    def on_show_evidence(ack: Ack, body: dict[str, Any]) -> None:
+    @app.action(ActionId.SHOW_DETAILS.value)
+    @app.action(ActionId.SHOW_EVIDENCE.value)  # answers posted before "Show details" existed
+    def on_show_details(ack: Ack, body: dict[str, Any]) -> None:
         ack()
-        deps.submit(flows.show_evidence, action_in(body), where=where_of(body))
+        deps.submit(flows.show_details, action_in(body), where=where_of(body))
+
+    @app.action(ActionId.FULL_REPORT.value)
+    def on_full_report(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        deps.submit(flows.full_report, action_in(body), where=where_of(body))
 
     @app.action(ActionId.RERUN_PROBES.value)
     def on_rerun(ack: Ack, body: dict[str, Any]) -> None:

@@ -22,6 +22,10 @@ class Deps:
     service: TriageService
     gateway: SlackGateway
     errors: ErrorReporter
+    bot_sources: frozenset[str] = frozenset()  # TRIAGE_BOT_SOURCES: channels and bot ids whose bot posts are diagnosed
+
+    def watches(self, channel: str | None, bot_id: str | None) -> bool:
+        return bool(channel and channel in self.bot_sources or bot_id and bot_id in self.bot_sources)
 
     def submit(self, fn: Callable[..., Any], *args: Any, where: Where, explicit: bool = True) -> None:
         """Run `fn` on the worker pool; if the pool is full, tell the user (when they asked us)."""

@@ -9,13 +9,15 @@ from slack_bolt import App, BoltContext
 
 from bot.service.inputs import Where
 
-from ..payloads import message_in
+from ..payloads import bot_id_of, message_in
 from .deps import Deps
 
 log = logging.getLogger(__name__)
 
-# Message subtypes that carry something a person wrote; edits, joins, deletions, bot posts do not.
+# Message subtypes that carry something a person wrote; edits, joins, deletions do not. Bot posts
+# are read only from the channels and bots TRIAGE_BOT_SOURCES names.
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
+BOT_SUBTYPES = {None, "bot_message", "file_share", "thread_broadcast"}
 
 
 def register(app: App, deps: Deps) -> None:
@@ -23,7 +25,14 @@ def register(app: App, deps: Deps) -> None:
 
     @app.event("message")
     def on_message(event: dict[str, Any], body: dict[str, Any], context: BoltContext) -> None:
-        if event.get("subtype") not in HANDLED_SUBTYPES or event.get("bot_id") or event.get("bot_profile"):
+        if event.get("subtype") == "message_changed":
+            on_edit(event, body, context)
+            return
+        bot_id = bot_id_of(event)
+        if bot_id or event.get("subtype") == "bot_message":
+            on_bot_post(event, body, context, bot_id)
+            return
+        if event.get("subtype") not in HANDLED_SUBTYPES:
             return
         user = event.get("user")
         if not user or user == context.bot_user_id:
@@ -38,6 +47,37 @@ def register(app: App, deps: Deps) -> None:
             return
         deps.submit(deps.service.chat.on_message, msg,
                     where=Where(msg.channel, msg.root, msg.user), explicit=msg.channel_type == "im")
+
+    def on_edit(event: dict[str, Any], body: dict[str, Any], context: BoltContext) -> None:
+        """`message_changed`: the edited message is read again (its new text is the evidence now)."""
+        inner = dict(event.get("message") or {})
+        user = inner.get("user")
+        if not user or user == context.bot_user_id or bot_id_of(inner) or inner.get("subtype") == "bot_message":
+            return
+        if (inner.get("text") or "") == ((event.get("previous_message") or {}).get("text") or ""):
+            return  # an unfurl or a file change: the text is the same
+        inner.setdefault("channel", event.get("channel"))
+        inner.setdefault("channel_type", event.get("channel_type"))
+        inner.pop("files", None)  # files were read with the message itself
+        msg = message_in(inner, body.get("team_id"))
+        edited = (inner.get("edited") or {}).get("ts") or event.get("event_ts") or event.get("ts")
+        if not msg.ts or not store.claim_event(f"edit:{msg.channel}:{msg.ts}:{edited}"):
+            return
+        deps.submit(deps.service.chat.on_edit, msg, where=Where(msg.channel, msg.root, msg.user), explicit=False)
+
+    def on_bot_post(event: dict[str, Any], body: dict[str, Any], context: BoltContext, bot_id: str | None) -> None:
+        if event.get("subtype") not in BOT_SUBTYPES or not deps.watches(event.get("channel"), bot_id):
+            return
+        if bot_id and bot_id == (context.bot_id or deps.gateway.identity().get("bot_id")):
+            return  # the bot's own answers
+        if event.get("user") and event.get("user") == context.bot_user_id:
+            return
+        msg = message_in(event, body.get("team_id"), bot=True)
+        if not msg.text.strip() and not msg.files:
+            return
+        if not store.claim_event(f"msg:{msg.channel}:{msg.ts}"):
+            return
+        deps.submit(deps.service.chat.on_bot_post, msg, where=Where(msg.channel, msg.root, None), explicit=False)
 
     @app.event("app_mention")
     def on_mention(event: dict[str, Any], body: dict[str, Any]) -> None:
