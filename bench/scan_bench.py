@@ -2,7 +2,8 @@
 """Benchmark `triage diagnose --json` on a generated 1 GB multi-rank log, side by side with
 ripgrep (`rg -f`, every pattern prefixed `(?-u)`) or `LC_ALL=C grep -E -f` over the same library.
 
-    python bench/scan_bench.py [--size-mb 1024] [--keep] [--matcher hyperscan|python]
+    python bench/scan_bench.py [--size-mb 1024] [--mix clean|init-heavy|all-matches|real-chatter]
+                               [--keep] [--matcher hyperscan|python]
 
 Prints throughput (MB/s), wall time, the engine's own scan time, peak RSS (largest process and
 the whole process tree), and the ratio to rg. Not a test: figures depend on the machine.
@@ -84,6 +85,47 @@ def generate(path: Path, size: int, seed: int = 7) -> None:
             fh.write("\n".join(buf) + "\n")
 
 
+def generate_mix(path: Path, size: int, mix: str, seed: int = 7) -> None:
+    """Other profiles: `init-heavy` (15 % NCCL/c10d start-up lines that hold facts), `all-matches`
+    (every line an `NCCL WARN Cuda failure 'unknown error'`), `real-chatter` (the healthy corpus's
+    real lines, repeated), each with the same ~50 failures near the end."""
+    rnd = random.Random(seed)
+    healthy = [ln for f in sorted((ROOT / "tests" / "data" / "healthy").glob("*")) if f.is_file()
+               for ln in f.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    failure_at = sorted({int(size * (0.9 + 0.1 * i / 50)) for i in range(50)})
+    written, i = 0, 0
+    with open(path, "w", encoding="utf-8") as fh:
+        buf: list[str] = []
+        while written < size:
+            i += 1
+            r = rnd.randrange(64)
+            h = f"gpu-node-{r // 8:02d}"
+            if mix == "all-matches":
+                line = f"{h}:{40000 + r}:{40100 + r} [{r % 8}] misc/cudawrap.cc:188 NCCL WARN Cuda failure 'unknown error'"
+            elif mix == "init-heavy":
+                k = rnd.random()
+                if k < 0.08:
+                    line = (f"{h}:{40000 + r}:{40100 + r} [{r % 8}] NCCL INFO comm 0x{rnd.getrandbits(40):x} rank {r} "
+                            f"nranks 64 cudaDev {r % 8} busId 1b000 - Init COMPLETE")
+                elif k < 0.15:
+                    line = (f"[default{r % 8}]:[I1126 02:00:00.000 ProcessGroupNCCL.cpp:{rnd.randrange(600, 900)}] [Rank {r}] "
+                            f"ProcessGroupNCCL initialization options: size: 64, global rank: {r}, TIMEOUT(ms): 600000")
+                else:
+                    line = f"[rank{r}]: step {i // 64} loss {2 + rnd.random():.4f} lr 3.0e-04 grad_norm {rnd.random():.3f}"
+            else:  # real-chatter
+                line = healthy[i % len(healthy)]
+            if failure_at and written >= failure_at[0]:
+                failure_at.pop(0)
+                line = rnd.choice(FAILURES).format(r=r, d=r % 8)
+            buf.append(line)
+            written += len(line) + 1
+            if len(buf) >= 4096:
+                fh.write("\n".join(buf) + "\n")
+                buf.clear()
+        if buf:
+            fh.write("\n".join(buf) + "\n")
+
+
 def library_patterns() -> list[str]:
     from bot.engine.library import default_library
 
@@ -147,13 +189,18 @@ def main() -> int:
     ap.add_argument("--log", help="use this log instead of generating one")
     ap.add_argument("--matcher", choices=["hyperscan", "python"])
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--mix", choices=["clean", "init-heavy", "all-matches", "real-chatter"], default="clean",
+                    help="what the generated log is made of (default: clean)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="triage-bench-"))
     log = Path(args.log) if args.log else tmp / "multirank-1g.log"
     if not args.log:
         t = time.monotonic()
-        generate(log, args.size_mb << 20)
+        if args.mix == "clean":
+            generate(log, args.size_mb << 20)
+        else:
+            generate_mix(log, args.size_mb << 20, args.mix)
         print(f"generated {log} ({log.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - t:.1f}s")
     size_mb = log.stat().st_size / 1e6
     pats = tmp / "patterns.txt"

@@ -45,7 +45,7 @@ def diagnose_sources(
     scan = scan_sources(sources, matcher, workers=workers, progress=progress)
     t2 = time.monotonic()
     warn = list(warnings or []) + scan.stats.timeouts[:20]
-    report = build_report(lib, scan.evidence, scan.facts, scan.sources, warn)
+    report = build_report(lib, scan.evidence, scan.facts, scan.sources, warn, counts=scan.counts, pasted=scan.pasted)
     report.stats = {
         "matcher": matcher.backend_name,
         "workers": scan.workers,

@@ -73,6 +73,11 @@ def _from_evidence(ev: Evidence, facts: Facts, sources: dict[str, SourceInfo]) -
             who.local_rank = int(ev.captures["culprit_local_rank"])
         if "culprit_pid" in ev.captures:
             who.pid = int(ev.captures["culprit_pid"])
+        if "culprit_time" in ev.captures:
+            try:
+                who.timestamp = datetime.fromisoformat(ev.captures["culprit_time"])
+            except ValueError:
+                pass
     elif "culprit_host" in ev.captures:
         who.host = ev.captures["culprit_host"]
     _complete(who, facts, sources)
@@ -167,6 +172,17 @@ def _first_exit(facts: Facts) -> tuple[_Who, str] | None:
         c = first[0]
         return _Who(rank=int(c.values["rank"]), source=c.source, line=c.line), \
             f"mpirun names process rank {c.values['rank']} as the first to exit non-zero"
+    hydra = _clues(facts, "mpi_hydra")
+    if hydra:
+        c = hydra[0]
+        return _Who(rank=int(c.values["rank"]), host=c.values["host"], pid=int(c.values["pid"]),
+                    source=c.source, line=c.line), \
+            f"mpiexec (Hydra) names rank {c.values['rank']} on {c.values['host']} as the process that ended badly"
+    ds = [c for c in _clues(facts, "ds_exit") if c.context.host and c.values["code"] != "0"]
+    if ds:
+        c = min(ds, key=lambda c: (c.context.timestamp or datetime.max, c.order))
+        return _Who(host=c.context.host, source=c.source, line=c.line, timestamp=c.context.timestamp), \
+            f"DeepSpeed's launcher on {c.context.host} was the first to report a child exiting with {c.values['code']}"
     sig = _clues(facts, "mpi_signal")
     if sig:
         c = sig[0]
@@ -181,7 +197,7 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
 
-    def add(key: str, value: str | int, why: str, reporter: Clue, went_away: bool) -> None:
+    def add(key: str, value: str | int, why: str, reporter: Clue, went_away: bool, **more: Any) -> None:
         if (key, str(value)) in seen:
             for s in out:
                 if s.get(key) == value:
@@ -191,7 +207,7 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
         who = reporter.context
         by = " on ".join(x for x in (f"rank {who.rank}" if who.rank is not None else None, who.host) if x)
         out.append({key: value, "reason": why + (f", reported by {by}" if by else ""), "went_away": went_away,
-                    "kind": reporter.kind,
+                    "kind": reporter.kind, **more,
                     "reports": 1, "source": reporter.source, "line": reporter.line})
 
     for c in _clues(facts, "hvd_missing"):
@@ -203,6 +219,10 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
         add("rank", int(c.values["rank"]), "named by c10d's desync report as the rank that did not join the collective", c, True)
     for c in _clues(facts, "peer_rank"):
         add("rank", int(c.values["rank"]), "named by the c10d store error as the rank that may have crashed", c, True)
+    for c in _clues(facts, "closed_by_local"):
+        if c.context.host:
+            add("local_rank", int(c.values["local"]), f"NCCL's service thread on {c.context.host} saw this local rank's "
+                "process close its connection", c, True, host=c.context.host)
     for c in _clues(facts, "proxy_rank"):
         add("rank", int(c.values["rank"]), "its NCCL proxy stopped answering a peer", c, True)
     names = known_hosts(facts)
@@ -290,12 +310,13 @@ def _only_host(ev_hosts: list[str], facts: Facts, sources: dict[str, SourceInfo]
     return next(iter(names.values())) if len(names) == 1 else None
 
 
-def _make(sig: str, who: _Who, reason: str, sus: list[dict[str, Any]], only_host: str | None = None) -> Initiating:
+def _make(sig: str, who: _Who, reason: str, sus: list[dict[str, Any]], only_host: str | None = None,
+          multi: bool = True) -> Initiating:
     if who.host is None and only_host is not None:
         who.host = only_host
         reason += f"; {only_host} is the only host the log names"
     local = who.local_rank
-    if local is None and who.gpu is not None and who.rank is None:
+    if local is None and who.gpu is not None and who.rank is None and multi:
         # NCCL's [dev] is the process's CUDA device: the local rank under the common one-GPU-per-process layout
         local = who.gpu
     return Initiating(sig, who.rank, who.host, who.source, who.line, who.timestamp, reason,
@@ -331,6 +352,9 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
     ev_hosts = [e.context.host for g in groups for e in g.evidence if e.context.host]
     sus = suspects(facts, ev_hosts)
     lone = _only_host(ev_hosts, facts, sources)
+    # a GPU index stands for the local rank only in a job of several processes (one GPU each)
+    multi = len({(e.context.rank, e.context.pid, e.context.host) for g in groups for e in g.evidence}) > 1 or \
+        any(e.context.gpu is not None and "NCCL" in e.text for g in groups for e in g.evidence)
     exit_info = _first_exit(facts)
     launcher, launcher_why = (exit_info[0], exit_info[1]) if exit_info else (None, "")
     if launcher is not None:
@@ -347,7 +371,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
         reason = "named as the first observed failure by torchrun's error summary"
         if len({b.captures.get("culprit_rank") for b in blocks}) > 1:
             reason += " (the earliest of the agents' summaries)"
-        return _make(sig, who, reason, sus, lone), asks
+        return _make(sig, who, reason, sus, lone, multi), asks
     # ... or the failure's own line names the process (mpirun's "process rank N ... on node X",
     # NCCL's "check your collective calls at and around rank N"); srun's lines go through the
     # launcher's bookkeeping below, which knows a teardown kill from a failure
@@ -357,7 +381,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
         e = min(named, key=lambda e: e.order)
         who = _from_evidence(e, facts, sources)
         _merge_launcher(who, launcher)
-        return _make(sig, who, "named by the failure report itself", sus, lone), asks
+        return _make(sig, who, "named by the failure report itself", sus, lone, multi), asks
 
     # 2. the top failure's own lines name the peer that went away: that peer started it
     reporters = {e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
@@ -379,24 +403,26 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
             # the failing process printed no global rank, and its peers name one rank as gone
             who.rank = gone_ranks.pop()
             reason += f"; its peers found rank {who.rank} gone"
-        return _make(sig, who, reason, sus, lone), asks
+        return _make(sig, who, reason, sus, lone, multi), asks
 
     # 3. only downstream reports (or reports of a peer): the peer they name, the rank behind, the
     # one that never reported
     if gone:
         # a peer the log names by host name beats a bare address (which may be any interface)
-        s = max(gone, key=lambda s: ("rank" in s or not _IP.match(str(s.get("host", ""))), s["reports"]))
-        who = _Who(rank=s.get("rank"), host=s.get("host"), source=s["source"], line=s["line"])
+        s = max(gone, key=lambda s: ("rank" in s or "local_rank" in s or not _IP.match(str(s.get("host", ""))),
+                                     s["reports"]))
+        who = _Who(rank=s.get("rank"), host=s.get("host"), local_rank=s.get("local_rank"), source=s["source"],
+                   line=s["line"])
         _complete(who, facts, sources)
         _merge_launcher(who, launcher)
-        return _make(sig, who, s["reason"], sus, lone), asks
+        return _make(sig, who, s["reason"], sus, lone, multi), asks
     if launcher is not None and launcher.known():
-        return _make(sig, launcher, launcher_why, sus, lone), asks
+        return _make(sig, launcher, launcher_why, sus, lone, multi), asks
     lag = _lagging_rank(facts)
     if lag is not None:
         who = _Who(rank=lag[0])
         _complete(who, facts, sources)
-        return _make(sig, who, lag[1], sus, lone), asks
+        return _make(sig, who, lag[1], sus, lone, multi), asks
     ws = facts.world_size
     if ws is None and len(reporters) >= 2 and min(reporters) == 1 and max(reporters) == len(reporters):
         ws = len(reporters) + 1  # ranks 1..n reported: the world is at least n + 1, and rank 0 is silent
@@ -413,7 +439,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
         if len(missing) == 1:
             who = _Who(rank=missing[0])
             _complete(who, facts, sources)
-            return _make(sig, who, f"the only rank of {ws} that did not report {sig}", sus, lone), asks
+            return _make(sig, who, f"the only rank of {ws} that did not report {sig}", sus, lone, multi), asks
     timed = [e for e in evs if e.context.timestamp is not None]
     first = min(timed, key=lambda e: (e.context.timestamp, e.order)) if timed else min(evs, key=lambda e: e.order)
     who = _from_evidence(first, facts, sources)
@@ -422,7 +448,7 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
             f"The log shows only {sig}, which reports another rank's failure. Please attach the logs "
             "of the other ranks (or the kernel log of their hosts): the first rank to fail holds the cause."
         )
-    return _make(sig, who, "first to report it (a downstream report: the cause may be elsewhere)", sus, lone), asks
+    return _make(sig, who, "first to report it (a downstream report: the cause may be elsewhere)", sus, lone, multi), asks
 
 
 def _from_own_lines(evs: list[Evidence], facts: Facts, sources: dict[str, SourceInfo],

@@ -74,8 +74,9 @@ _COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.\-]*) +\| ")
 _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 # a log quoted in markdown: "> node201:127799:127863 [0] ... NCCL WARN ..."
 _QUOTE = re.compile(r">+ ?")
-# Open MPI's own messages: "[note8:86717] *** Process received signal ***"
-_OMPI = re.compile(r"\[(?P<host>[A-Za-z][\w.\-]*):(?P<pid>\d+)\] ")
+# Open MPI's own messages: "[note8:86717] *** Process received signal ***"; UCX's signal handler:
+# "[worker-0:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)"
+_OMPI = re.compile(r"\[(?P<host>[A-Za-z][\w.\-]*):(?P<pid>\d+)(?: *:\d+:\d+)?\] ")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
 # vLLM's workers: "(VllmWorker rank=3 pid=1090) ...", "(VllmWorker TP1 pid=77) ...", "(Worker_TP1 pid=77) ..."
 _RAY = re.compile(
@@ -89,7 +90,7 @@ _RAY = re.compile(
 # still gives pid and device; a header with no host at all ("[3] include/shm.h:28 NCCL WARN") the device.
 # The location is any token: issue trackers turn "net_ib.cc:101" into "[net_ib.cc:101](http://...)".
 # NCCL 2.2 and older print no "NCCL" word: "host:pid:tid [0] include/socket.h:360 WARN Call to connect failed".
-_NCCL_SRC = r"(?:\d+\.\d+ )?(?:\S{1,200}?(?: \d+)? )?"
+_NCCL_SRC = r"(?:\d+\.\d+ )?(?:\S{1,200}?(?: \d+)? )?(?:\(\w{1,64}\) )?"
 _NCCL_WORD = r"(?:NCCL |(?=(?:WARN|INFO|TRACE) ))"
 _NCCL = re.compile(
     r"(?P<host>[\w.\-]+|<[^<>\s]{1,64}>|\*+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] " + _NCCL_SRC + _NCCL_WORD
@@ -113,6 +114,9 @@ _ISO = re.compile(
 # Ray's memory monitor and raylet name the node by address: "Memory on the node (IP: 10.0.0.5, ID: ...)",
 # "... killed due to memory pressure (OOM), ... at node (ID: 4f..., IP: 10.0.167.26)"
 _RAY_NODE = re.compile(r"\bnode \((?:ID: \w+, )?IP: (?P<ip>\d{1,3}(?:\.\d{1,3}){3})")
+# PyTorch's OOM names the device: "(GPU 0; 14.58 GiB total capacity; ...)" (<= 2.0), "GPU 1 has a total
+# capacity of 22.20 GiB" (2.1+, "capacty" in 2.1)
+_TORCH_OOM_GPU = re.compile(r"\bGPU (?P<gpu>\d+)(?:; [\d.]+ [KMGT]iB total capacity| has a total capac)")
 # rdma-core's mlx5 provider names the host: "mlx5: gpu-node-3: got completion with error:"
 _LIBMLX5 = re.compile(r"\bmlx5: (?P<ip>[\w.\-]+): got completion with error")
 _SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
@@ -275,6 +279,10 @@ def parse_line(line: str) -> LineContext:
         if m:
             hh, frac = (m.group("time").split(".") + [None])[:2]
             ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), hh, frac)
+    if ctx.gpu is None:
+        m = _TORCH_OOM_GPU.search(head)
+        if m:
+            ctx.gpu = int(m.group("gpu"))
     if ctx.host is None:
         m = _RAY_NODE.search(head) or _LIBMLX5.search(head)
         if m and m.group("ip") != "host_unknown":

@@ -6,18 +6,20 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cmp_to_key
 from typing import Any
 
 from . import catalog
 from .attribution import attribute
-from .conditions import Env, ProbeView, evaluate, view_for_hosts
+from .conditions import Env, ProbeView, evaluate, merge_views, view_for_hosts
 from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
 from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
+from .pasted import Block, commands_answered
+from .pasted.view import name_foreign_processes, pasted_answers, pasted_view, report_entries
 
 MAX_KEPT_EVIDENCE = 400  # per signature; the count keeps growing, the list does not
 SIGNIFICANT_GAP_S = 120  # a failure this much earlier than another is taken to have started it
@@ -58,6 +60,9 @@ def _enrich_from_block(ev: Evidence) -> None:
     torchrun lists the other failures first and the first observed one last, under "Root Cause";
     each entry starts with `[N]:`, so the lines are read backwards up to the entry's header and the
     entry is marked when that header sits under "Root Cause"."""
+    if _ROOT_CAUSE.search(ev.text):
+        _read_root_cause_forward(ev)
+        return
     if not re.search(r"^\s*(?:exitcode|traceback|error_file)\s*:|failed \(exitcode", ev.text):
         return
     lines = [*ev.before, ev.text]
@@ -78,6 +83,11 @@ def _enrich_from_block(ev: Evidence) -> None:
         m = _BLOCK_TIME.match(line)
         if m:
             ev.captures.setdefault("culprit_time", f"{m.group('date')}T{m.group('time')}")
+        m = _BLOCK_EXIT.match(line)
+        if m:
+            ev.captures.setdefault("culprit_exitcode", m.group("code"))
+            if m.group("pid"):
+                ev.captures.setdefault("culprit_pid", m.group("pid"))
     if header is not None and header > 0 and _ROOT_CAUSE.search(lines[header - 1]):
         ev.captures["culprit_root_cause"] = "1"
     m = _BLOCK_EXIT.search(ev.text)
@@ -88,6 +98,35 @@ def _enrich_from_block(ev: Evidence) -> None:
     m = _LOCAL_RANK.search(ev.text)
     if m and ev.context.local_rank is None:
         ev.context.local_rank = int(m.group("local"))
+
+
+def _read_root_cause_forward(ev: Evidence) -> None:
+    """The "Root Cause (first observed failure):" line itself: its entry follows (a paste may end
+    before the entry's `exitcode :` line, which is where the block is read backwards from)."""
+    found = False
+    for line in ev.after[:8]:
+        if re.match(r"^\s*(?:-{8,}|={8,})\s*$", line) or (found and _BLOCK_ENTRY.match(line)):
+            break
+        for rx, key in ((_BLOCK_RANK, "culprit_rank"), (_BLOCK_HOST, "culprit_host"), (_BLOCK_TIME, "culprit_time"),
+                        (_BLOCK_EXIT, "culprit_exitcode")):
+            m = rx.match(line)
+            if not m:
+                continue
+            found = True
+            if key == "culprit_rank":
+                ev.captures.setdefault(key, m.group("rank"))
+                if m.group("local"):
+                    ev.captures.setdefault("culprit_local_rank", m.group("local"))
+            elif key == "culprit_host":
+                ev.captures.setdefault(key, m.group("host"))
+            elif key == "culprit_time":
+                ev.captures.setdefault(key, f"{m.group('date')}T{m.group('time')}")
+            else:
+                ev.captures.setdefault(key, m.group("code"))
+                if m.group("pid"):
+                    ev.captures.setdefault("culprit_pid", m.group("pid"))
+    if "culprit_rank" in ev.captures or "culprit_host" in ev.captures:
+        ev.captures["culprit_root_cause"] = "1"
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -195,6 +234,24 @@ def _compare(a: _Group, b: _Group) -> int:
     return -1 if a.first_order < b.first_order else (1 if a.first_order > b.first_order else 0)
 
 
+def _drop_teardown_entries(groups: dict[str, _Group]) -> None:
+    """torchrun's summary lists every worker; when its root cause is another rank, an entry killed
+    by a signal (-9, -15) is the agent's teardown of a survivor, not a failure of its own."""
+    roots = {e.captures.get("culprit_rank") for g in groups.values() for e in g.evidence
+             if "culprit_root_cause" in e.captures}
+    roots.discard(None)
+    if not roots:
+        return
+    for g in groups.values():
+        kept = [e for e in g.evidence if not ("culprit_root_cause" not in e.captures and "culprit_rank" in e.captures
+                                               and e.captures["culprit_rank"] not in roots
+                                               and e.captures.get("culprit_exitcode") in ("-9", "-15"))]
+        if len(kept) != len(g.evidence):
+            g.evidence = kept
+            g.count = len(kept)
+            g.per_pattern = Counter(e.pattern for e in kept)
+
+
 def _release_claimed_lines(groups: dict[str, _Group]) -> None:
     """A catch-all (`secondary_to: ["*"]`) keeps only the lines no other signature explains: the
     exception that wraps an NCCL or CUDA error belongs to that error's signature."""
@@ -292,7 +349,13 @@ def _values(evs: list[Evidence], init: Initiating | None, facts: Facts) -> dict[
             if vals.get("gpu") is None and ev.context.gpu is not None:
                 vals["gpu"] = ev.context.gpu
         if "xid" in vals:
-            for k, v in catalog.describe(vals["xid"]).items():
+            # the first line with the code also gives the Fatal/Non-fatal word that may decide its action
+            word = next((ev.captures.get("xid_word") for ev in evs if "xid" in ev.captures), None)
+            for k, v in catalog.describe(vals["xid"], word).items():
+                vals.setdefault(k, v)
+        if "sxid" in vals:
+            word = next((catalog.line_word(ev.captures.get("sxid_severity")) for ev in evs if "sxid" in ev.captures), None)
+            for k, v in catalog.describe_sxid(vals["sxid"], word).items():
                 vals.setdefault(k, v)
         if vals.get("gpu") is None and vals.get("pci"):
             vals["gpu"] = _bus_id(str(vals["pci"]))  # nvidia-smi -i takes a PCI bus id
@@ -376,7 +439,11 @@ def build_report(
     warnings: list[str] | None = None,
     probe_view: ProbeView | None = None,
     probe_results: dict[str, Any] | None = None,
+    counts: Counter[tuple[str, str]] | None = None,
+    pasted: list[Block] | None = None,
 ) -> Report:
+    """`counts` (signature, pattern) -> every matched line, when `evidence` is only a sample of them;
+    `pasted`: command outputs found in the sources (bot/engine/pasted), read like probe answers."""
     groups_by_id: dict[str, _Group] = {}
     rank_hosts, proc_ranks = facts.rank_hosts, facts.proc_ranks
     for ev in evidence:
@@ -389,12 +456,19 @@ def build_report(
         _enrich_from_block(ev)
         _read_last_error(ev)
         _read_frame(ev)
+        catalog.annotate(ev.captures, ev.text)
         _infer_time(ev)
         if ev.context.host is None and ev.context.rank is not None:
             ev.context.host = rank_hosts.get(ev.context.rank)
         elif ev.context.rank is None and ev.context.host and ev.context.pid is not None:
             ev.context.rank = proc_ranks.get((ev.context.host, ev.context.pid))
         g.add(ev)
+    if counts:
+        for sid, g in groups_by_id.items():
+            per = Counter({pat: n for (s_, pat), n in counts.items() if s_ == sid})
+            if sum(per.values()) > g.count:
+                g.per_pattern, g.count = per, sum(per.values())
+    _drop_teardown_entries(groups_by_id)
     _release_claimed_lines(groups_by_id)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
     # catch-alls last: whether they are explained depends on the others' levels
@@ -413,6 +487,9 @@ def build_report(
     ranks = sorted({e.context.rank for g in groups for e in g.evidence if e.context.rank is not None}
                    | set(facts.rank_hosts) | {s.rank for s in sources if s.rank is not None})
     first_evidence = {sid: min(g.evidence, key=lambda e: e.order) for sid, g in present.items()}
+    pasted_by_host = pasted_answers(pasted or [], evidence, facts, init, hosts)
+    from_paste = pasted_view(pasted_by_host, facts) if pasted_by_host else None
+    pasted_kinds = {b.kind for b in pasted or []}
 
     diagnoses: list[Diagnosis] = []
     for g in groups:
@@ -425,6 +502,8 @@ def build_report(
             view = view_for_hosts(probe_results, wanted or set(probe_results), facts)
         else:
             view = ProbeView()
+        if from_paste is not None:
+            view = merge_views(view, from_paste)
         env = Env(present=first_evidence, facts=facts, evidence=g.evidence, probes=view)
         causes = rank_causes(g.sig, env)
         rep = _representative(g.evidence, MAX_KEPT_EVIDENCE)
@@ -434,10 +513,13 @@ def build_report(
                 c.next_action.text = fill(c.next_action.text, vals)
                 if c.next_action.command:
                     c.next_action.command = fill(c.next_action.command, vals)
+        name_foreign_processes(causes, g.sig, env)
         missing = []
         for mf in g.sig.missing_facts:
             if any(evaluate(c, env) for c in mf.unless):
                 continue
+            if pasted_kinds and commands_answered(mf.question, pasted_kinds):
+                continue  # answered by a pasted output: its findings are in the causes now
             missing.append(fill(mf.question, vals))
         diagnoses.append(
             Diagnosis(
@@ -480,7 +562,8 @@ def build_report(
         sources=sources,
         warnings=all_warnings,
         probes=dict(probe_results or {}),
-        basis=ReportBasis(library, evidence, facts, sources, list(warnings or [])),
+        pasted=report_entries(pasted_by_host),
+        basis=ReportBasis(library, evidence, facts, sources, list(warnings or []), counts, list(pasted or [])),
     )
 
 
@@ -491,6 +574,8 @@ class ReportBasis:
     facts: Facts
     sources: list[SourceInfo]
     warnings: list[str]
+    counts: Counter[tuple[str, str]] | None = None
+    pasted: list[Block] = field(default_factory=list)
 
 
 def evidence_by_signature(evidence: list[Evidence]) -> dict[str, list[Evidence]]:

@@ -84,9 +84,17 @@ CLUE_PATTERNS: list[FactPattern] = [
     # Open MPI: "mpirun noticed that process rank 3 with PID 4242 on node gpu-2 exited on signal 9 (Killed)."
     FactPattern("clue:mpi_signal", ("exited on signal",),
                 re.compile(r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>[\w.\-]+) exited on signal (?P<sig>\d+)")),
-    # Open MPI: "The first process to do so was:\n\n  Process name: [[47736,1],3]\n  Exit code: 1"
-    FactPattern("clue:mpi_first", ("Process name: [[",),
-                re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")),
+    # Open MPI: "The first process to do so was:\n\n  Process name: [[47736,1],3]\n  Exit code: 1";
+    # Open MPI 5 / PRRTE: "Process name: [prterun-node1-4242@1,3]"
+    FactPattern("clue:mpi_first", ("Process name: [",),
+                re.compile(r"Process name: \[(?:\[\d+,\d+\],|[\w.\-]+@\d+,)(?P<rank>\d+)\]")),
+    # MPICH / Intel MPI (Hydra): "=   RANK 3 PID 4242 RUNNING AT node12"
+    FactPattern("clue:mpi_hydra", ("RUNNING AT ",),
+                re.compile(r"=\s+RANK (?P<rank>\d+) PID (?P<pid>\d+) RUNNING AT (?P<host>[\w.\-]+)")),
+    # DeepSpeed's launcher, one per node (pdsh puts "host: " first): a child of this node exited non-zero.
+    # Its "--local_rank=N" is the last child it spawned, not the failed one, so only the host counts.
+    FactPattern("clue:ds_exit", ("exits with return code",),
+                re.compile(r"\bexits with return code = (?P<code>-?\d+)")),
     # c10d store: "... store->get('0') got error: Connection reset by peer. This may indicate a
     # possible application crash on rank 0 or a network set up issue."
     FactPattern("clue:peer_rank", ("possible application crash on rank",),

@@ -86,6 +86,7 @@ def fuse(report: Report, probe_results: dict[str, dict[str, Any]]) -> Report:
     b = report.basis
     if b is None:
         raise ValueError("this report cannot be fused: it was not built by the engine")
-    fused = build_report(b.library, b.evidence, b.facts, b.sources, b.warnings, probe_results=probe_results)
+    fused = build_report(b.library, b.evidence, b.facts, b.sources, b.warnings, probe_results=probe_results,
+                         counts=b.counts, pasted=b.pasted)
     fused.stats = dict(report.stats)
     return fused

@@ -192,7 +192,7 @@ class Initiating:
             "local_rank": self.local_rank,
             "gpu": self.gpu,
             "pid": self.pid,
-            "suspects": [{k: v for k, v in s.items() if k in ("rank", "host", "reason", "reports", "went_away")}
+            "suspects": [{k: v for k, v in s.items() if k in ("rank", "local_rank", "host", "reason", "reports", "went_away")}
                          for s in self.suspects],
         }
 
@@ -227,6 +227,9 @@ class Report:
     sources: list[SourceInfo]
     warnings: list[str] = field(default_factory=list)
     probes: dict[str, Any] = field(default_factory=dict)
+    # command outputs pasted in the thread or found in the log, read like probe answers (bot/engine/pasted):
+    # [{command, from (the source read), line, end, host, probe, health, reason, findings, source: "pasted"}]
+    pasted: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     # what the report was built from, so probe results can be fused in later (never serialised)
     basis: Any = field(default=None, repr=False, compare=False)
@@ -240,6 +243,7 @@ class Report:
             "next_action_detail": self.next_action.to_dict() if self.next_action else None,
             "missing_facts": list(self.missing_facts),
             "probes": dict(self.probes),
+            "pasted": list(self.pasted),
             "facts": self.facts,
             "sources": [s.to_dict() for s in self.sources],
             "warnings": list(self.warnings),

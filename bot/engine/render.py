@@ -41,7 +41,8 @@ def render_text(report: Report, verbose: bool = False) -> str:
         gone = [s for s in init.suspects
                 if not (same_host(s.get("host"), init.host) or ("rank" in s and s["rank"] == init.rank))]
         for s in gone[:3]:
-            who = f"rank {s['rank']}" if "rank" in s else s["host"]
+            who = (f"rank {s['rank']}" if "rank" in s else f"local rank {s['local_rank']} on {s['host']}"
+                   if "local_rank" in s else s["host"])
             out.append(f"  suspect: {who} — {s['reason']}")
     out.append("")
     out.append(top.summary)

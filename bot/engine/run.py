@@ -11,6 +11,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -18,8 +19,10 @@ from .context import parse_source_name
 from .facts import Facts
 from .matcher import Matcher, VerifyStats
 from .model import Evidence, LineContext, SourceInfo
+from .pasted import Block, find_outputs
 from .reader import CHUNK, Source, read_chunks
-from .scanner import BEFORE, scan_chunks
+from .sample import EvidenceSampler
+from .scanner import BEFORE, RawHit, scan_chunks
 
 PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
 ORDER_STRIDE = 1 << 40  # evidence order = source index * stride + line
@@ -34,6 +37,8 @@ class ScanResult:
     sources: list[SourceInfo]
     stats: VerifyStats = field(default_factory=VerifyStats)
     workers: int = 1
+    pasted: list[Block] = field(default_factory=list)  # command outputs found in small sources
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # every matched line, sampled or not
 
 
 @dataclass
@@ -54,6 +59,8 @@ class _JobResult:
     bytes_read: int
     problems: list[str]
     stats: VerifyStats
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (signature, pattern) -> matched lines
+    pasted: list[Block] = field(default_factory=list)
 
 
 def _prefetch(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
@@ -174,19 +181,27 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
     if src.compression:
         chunks = _prefetch(chunks)
     keep = _Keep(_counting(chunks, counter), UNWRAP_MAX_BYTES if job.start == 0 and job.end is None else -1)
-    rng = scan_chunks(iter(keep), matcher.backend, leading=_leading_lines(src, job.start),
-                      needs_context=matcher.plan.needs_context)
     base_ctx = parse_source_name(src.label or src.name)
     facts = Facts()
     stats = VerifyStats()
-    evidence: list[Evidence] = []
-    for hit in rng.hits:
-        evidence.extend(matcher.verify(hit, src.name, base_ctx, job.index * ORDER_STRIDE, facts, stats))
+    sampler = EvidenceSampler()
+    order_base = job.index * ORDER_STRIDE
+
+    def verify(hit: RawHit) -> None:  # as the scan goes: no candidate is kept once verified
+        for ev in matcher.verify(hit, src.name, base_ctx, order_base, facts, stats):
+            sampler.add(ev)
+
+    rng = scan_chunks(iter(keep), matcher.backend, leading=_leading_lines(src, job.start),
+                      needs_context=matcher.plan.needs_context, sink=verify)
+    pasted: list[Block] = []
     if keep.kept:
-        evidence.extend(_unwrapped_evidence(matcher, src, b"".join(keep.kept), job, base_ctx,
-                                            {e.signature for e in evidence}))
-    return _JobResult(job.index, job.part, evidence, facts, rng.lines, rng.bytes_read,
-                      rng.problems + src.problems, stats)
+        whole = b"".join(keep.kept)
+        for ev in _unwrapped_evidence(matcher, src, whole, job, base_ctx, {sig for sig, _ in sampler.counts}):
+            sampler.add(ev)
+        # a pasted `nvidia-smi`, `dmesg`, `ibstat`... is evidence like a probe's answer (bot/engine/pasted)
+        pasted = find_outputs(src.name, whole.decode("utf-8", "replace").replace("\r\n", "\n"))
+    return _JobResult(job.index, job.part, sampler.evidence(), facts, rng.lines, rng.bytes_read,
+                      rng.problems + src.problems, stats, sampler.counts, pasted)
 
 
 # Worker processes inherit the compiled matcher through fork; nothing is pickled but the results.
@@ -282,7 +297,8 @@ def _merge(sources: list[Source], results: list[_JobResult], workers: int) -> Sc
     infos = [SourceInfo(name=s.name) for s in sources]
     facts = Facts()
     stats = VerifyStats()
-    evidence: list[Evidence] = []
+    sampler = EvidenceSampler()
+    pasted: list[Block] = []
     line_offset: dict[int, int] = {}
     for r in results:
         off = line_offset.get(r.index, 0)
@@ -297,7 +313,10 @@ def _merge(sources: list[Source], results: list[_JobResult], workers: int) -> Sc
         for p in r.problems:
             if p not in info.problems:
                 info.problems.append(p)
-        evidence.extend(r.evidence)
+        for ev in r.evidence:
+            sampler.add(ev, count=0)
+        sampler.add_counts(r.counts)
+        pasted.extend(r.pasted)
         facts.merge(r.facts)
         stats.candidates += r.stats.candidates
         stats.verified += r.stats.verified
@@ -307,8 +326,8 @@ def _merge(sources: list[Source], results: list[_JobResult], workers: int) -> Sc
         info.rank, info.host = ctx.rank, ctx.host
         if info.bytes_read == 0 and not info.problems:
             info.problems.append("empty: nothing to read")
-    evidence.sort(key=lambda e: e.order)
-    return ScanResult(evidence=evidence, facts=facts, sources=infos, stats=stats, workers=workers)
+    return ScanResult(evidence=sampler.evidence(), facts=facts, sources=infos, stats=stats, workers=workers,
+                      counts=sampler.counts, pasted=pasted)
 
 
 class ProgressPrinter:

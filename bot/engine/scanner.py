@@ -13,12 +13,12 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BEFORE = 8  # lines of context kept before a hit (tracebacks, torchrun failure blocks)
-AFTER = 3
+AFTER = 5  # lines kept after a hit ("Last error:" and its next line, the entry under torchrun's "Root Cause")
 MAX_LINE = 16 << 20  # a "line" longer than this is split, so binary junk cannot grow memory
 WINDOW = 64 << 10  # bytes of a long line around a hit that the regexes see
 CONTEXT_CLIP = 2000
@@ -194,8 +194,11 @@ def _last_lines(buf: bytes, end: int, n: int) -> list[bytes]:
 
 
 def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None,  # noqa: ANN001
-                needs_context: list[bool] | None = None) -> RangeScan:
-    """Scan a stream of byte chunks line by line; return candidate lines with a little context."""
+                needs_context: list[bool] | None = None, sink: Callable[[RawHit], None] | None = None) -> RangeScan:
+    """Scan a stream of byte chunks line by line; return candidate lines with a little context.
+
+    With `sink`, each candidate goes to it as soon as its context is complete and none is kept:
+    memory then stays flat however many lines match."""
     hits: list[RawHit] = []
     problems: list[str] = []
     carry = b""
@@ -294,6 +297,12 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 if len(hit.after) < AFTER:
                     pending.append(hit)
                 hits.append(hit)
+        if sink is not None and hits:
+            waiting = {id(h) for h in pending}
+            for h in hits:
+                if id(h) not in waiting:
+                    sink(h)
+            hits = [h for h in hits if id(h) in waiting]
         newlines = buf.count(b"\n")
         line_base += newlines
         if not buf.endswith(b"\n") and not forced:
@@ -301,4 +310,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
         tail = (tail + _last_lines(buf, len(buf) if buf.endswith(b"\n") else len(buf) + 1, BEFORE))[-BEFORE:]
     if split_long:
         problems.append(f"lines longer than {MAX_LINE >> 20} MiB were cut ({split_long} cut(s)) to keep memory bounded")
+    if sink is not None:
+        for h in hits:
+            sink(h)
+        hits = []
     return RangeScan(hits=hits, lines=line_base - (first_line - 1), bytes_read=nbytes, problems=problems)
