@@ -78,11 +78,8 @@ def generate(path: Path, size: int, seed: int = 7) -> None:
                 line = rnd.choice(FAILURES).format(r=r, d=r % 8)
             buf.append(line)
             written += len(line) + 1
-            if len(buf) >= 4096:
-                fh.write("\n".join(buf) + "\n")
-                buf.clear()
-        if buf:
-            fh.write("\n".join(buf) + "\n")
+            _flush(fh, buf)
+        _flush(fh, buf, force=True)
 
 
 def generate_mix(path: Path, size: int, mix: str, seed: int = 7) -> None:
@@ -119,11 +116,14 @@ def generate_mix(path: Path, size: int, mix: str, seed: int = 7) -> None:
                 line = rnd.choice(FAILURES).format(r=r, d=r % 8)
             buf.append(line)
             written += len(line) + 1
-            if len(buf) >= 4096:
-                fh.write("\n".join(buf) + "\n")
-                buf.clear()
-        if buf:
-            fh.write("\n".join(buf) + "\n")
+            _flush(fh, buf)
+        _flush(fh, buf, force=True)
+
+
+def _flush(fh, buf: list[str], force: bool = False) -> None:  # noqa: ANN001
+    if buf and (force or len(buf) >= 4096):
+        fh.write("\n".join(buf) + "\n")
+        buf.clear()
 
 
 def library_patterns() -> list[str]:

@@ -152,18 +152,11 @@ def _peel(body: str, ctx: LineContext) -> str:
             ctx.timestamp = ctx.timestamp or _time((1900, int(m.group("mon")), int(m.group("day"))), m.group("time"))
             body = body[m.end():]
             continue
-        m = _ISO_SYSLOG.match(body) or _CRI.match(body)
+        # journal short-iso and CRI lines, or a bare ISO timestamp: one place reads the ISO time
+        m = _ISO_SYSLOG.match(body) or _CRI.match(body) or _TS_PREFIX.match(body)
         if m:
             if "host" in m.groupdict():
                 ctx.host = ctx.host or m.group("host")
-            iso = _ISO.match(m.group("iso"))
-            if iso and ctx.timestamp is None:
-                y, mo, d = (int(x) for x in iso.group("date").split("-"))
-                ctx.timestamp = _time((y, mo, d), iso.group("time"), iso.group("frac"))
-            body = body[m.end():]
-            continue
-        m = _TS_PREFIX.match(body)
-        if m:
             iso = _ISO.match(m.group("iso"))
             if iso and ctx.timestamp is None:
                 y, mo, d = (int(x) for x in iso.group("date").split("-"))

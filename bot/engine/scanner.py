@@ -193,6 +193,18 @@ def _last_lines(buf: bytes, end: int, n: int) -> list[bytes]:
     return out
 
 
+SCAN_SLICE = 1 << 20  # bytes searched at once: the literal hits of a slice where every line matches stay small
+
+
+def _rechunk(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    for c in chunks:
+        if len(c) <= size:
+            yield c
+            continue
+        for i in range(0, len(c), size):
+            yield c[i:i + size]
+
+
 def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None,  # noqa: ANN001
                 needs_context: list[bool] | None = None, sink: Callable[[RawHit], None] | None = None) -> RangeScan:
     """Scan a stream of byte chunks line by line; return candidate lines with a little context.
@@ -208,7 +220,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
     nbytes = 0
     checked_binary = False
     split_long = 0
-    stream = iter(chunks)
+    stream = _rechunk(chunks, SCAN_SLICE)
     done = False
     while not done:
         data = next(stream, None)
@@ -282,7 +294,11 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     text = buf[ls:le].decode("utf-8", "replace")
                 if needs_context is not None and not any(needs_context[i] for i in lits):
                     # fact-only lines (NCCL init chatter can be 10% of a log): no context to build
-                    hits.append(RawHit(line_base + count + 1, text, tuple(lits), [], []))
+                    bare = RawHit(line_base + count + 1, text, tuple(lits), [], [])
+                    if sink is not None:
+                        sink(bare)
+                    else:
+                        hits.append(bare)
                     continue
                 before_b = _last_lines(buf, ls, BEFORE)
                 if len(before_b) < BEFORE and count < BEFORE:
@@ -296,6 +312,9 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     pos = nl + 1
                 if len(hit.after) < AFTER:
                     pending.append(hit)
+                elif sink is not None:  # complete: verified now, so a dense buffer holds no backlog
+                    sink(hit)
+                    continue
                 hits.append(hit)
         if sink is not None and hits:
             waiting = {id(h) for h in pending}
