@@ -11,6 +11,9 @@ from .library import VERIFY_TIMEOUT_S, Library, Pattern
 from .model import Evidence, LineContext
 from .scanner import RawHit, ScanPlan, make_backend
 
+MEMO_MAX = 20000  # distinct (pattern, line) decisions remembered; cleared when full
+MEMO_LINE_MAX = 2048  # longer lines are not remembered (bounds the memo at ~40 MB)
+_MISSING = object()
 TEXT_CLIP = 1200  # evidence text shown to people; the regex saw the whole line
 _KERNEL = re.compile(r"NVRM|kernel:|nvidia-nvswitch|nvidia-fabricmanager|^\s*\[\s*\d+\.\d+\]|\bXid\b")
 _SCHED = re.compile(r"slurmstepd|\bsrun: |\bsbatch: |\bslurm|sacct|scontrol|\bkubelet\b|OOMKilled", re.I)
@@ -55,6 +58,7 @@ class Matcher:
         self.n_facts = len(FACT_PATTERNS)
         self.backend = make_backend(self.plan, backend)
         self.excludes = {sid: sig.excludes for sid, sig in library.signatures.items()}
+        self._memo: dict[tuple[int, str], object] = {}
 
     @property
     def backend_name(self) -> str:
@@ -113,6 +117,54 @@ class Matcher:
         order_base: int,
         stats: VerifyStats,
     ) -> Evidence | None:
+        key = (id(pat), text)
+        seen = self._memo.get(key, _MISSING) if len(text) <= MEMO_LINE_MAX else _MISSING
+        if seen is _MISSING:
+            seen = self._match_text(pat, text, hit, source, stats)
+            if len(text) <= MEMO_LINE_MAX:
+                if len(self._memo) >= MEMO_MAX:
+                    self._memo.clear()
+                self._memo[key] = seen
+        if seen is None:
+            return None
+        ctx, captures, start, end = seen  # type: ignore[misc]
+        if pat.context:
+            around = "\n".join(hit.before + [text] + hit.after)
+            try:
+                if not pat.context_regex.search(around, timeout=VERIFY_TIMEOUT_S):
+                    return None
+            except TimeoutError:
+                stats.timeouts.append(f"{pat.signature}/{pat.name} context gave up on {source}:{hit.line}")
+                return None
+        for excl, scope in self.excludes.get(pat.signature, ()):
+            if scope == "line":
+                continue  # decided with the line's text above
+            hay = "\n".join(hit.before + [text] + hit.after)
+            try:
+                if excl.search(hay, timeout=VERIFY_TIMEOUT_S):
+                    return None
+            except TimeoutError:
+                stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
+                return None
+        return Evidence(
+            signature=pat.signature,
+            pattern=pat.name,
+            source=source,
+            line=hit.line,
+            text=clip_around(text, start, end),
+            context=ctx.merged_with(source_ctx),
+            captures=dict(captures),
+            before=list(hit.before),
+            after=list(hit.after),
+            order=order_base + hit.line,
+            role=pat.role,
+        )
+
+    def _match_text(self, pat: Pattern, text: str, hit: RawHit, source: str,
+                    stats: VerifyStats) -> tuple[LineContext, dict[str, str], int, int] | None:
+        """What the line's text alone decides (kind, regex, line-scoped exclusions): the same for
+        every repeat of the line, so it is remembered (a log where one message repeats a million
+        times costs one regex run per distinct line)."""
         if "any" not in pat.sources and line_kind(text) not in pat.sources:
             return None
         # patterns see the message without launcher prefixes ("[rank0]: ", "3: ", "host: "), so `^`
@@ -139,37 +191,18 @@ class Matcher:
             return None
         if m is None:
             return None
-        if pat.context:
-            around = "\n".join(hit.before + [text] + hit.after)
-            try:
-                if not pat.context_regex.search(around, timeout=VERIFY_TIMEOUT_S):
-                    return None
-            except TimeoutError:
-                stats.timeouts.append(f"{pat.signature}/{pat.name} context gave up on {source}:{hit.line}")
-                return None
         for excl, scope in self.excludes.get(pat.signature, ()):
-            hay = text if scope == "line" else "\n".join(hit.before + [text] + hit.after)
+            if scope != "line":
+                continue
             try:
-                if excl.search(hay, timeout=VERIFY_TIMEOUT_S):
+                if excl.search(text, timeout=VERIFY_TIMEOUT_S):
                     return None
             except TimeoutError:
                 stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
                 return None
-        ctx = ctx.merged_with(source_ctx)
+        assert ctx is not None
         captures = {k: v for k, v in m.groupdict().items() if v is not None}
-        return Evidence(
-            signature=pat.signature,
-            pattern=pat.name,
-            source=source,
-            line=hit.line,
-            text=clip_around(text, m.start() + shift, m.end() + shift),
-            context=ctx,
-            captures=captures,
-            before=list(hit.before),
-            after=list(hit.after),
-            order=order_base + hit.line,
-            role=pat.role,
-        )
+        return ctx, captures, m.start() + shift, m.end() + shift
 
 
 def make_matcher(library: Library, backend: str | None = None) -> Matcher:
