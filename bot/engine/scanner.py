@@ -270,8 +270,15 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
             found.sort()
             by_line: dict[int, set[int]] = {}
             starts: list[int] = []
+            ls, searched = 0, 0
             for end, lit in found:
-                ls = buf.rfind(b"\n", 0, end) + 1
+                # ends are sorted: look back only over what the previous hit did not cover, so a
+                # 16 MB line with a million literal hits costs one pass, not a million
+                if end > searched:
+                    nl = buf.rfind(b"\n", searched, end)
+                    if nl >= 0:
+                        ls = nl + 1
+                    searched = end
                 got = by_line.get(ls)
                 if got is None:
                     by_line[ls] = {lit}
