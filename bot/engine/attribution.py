@@ -298,6 +298,11 @@ def _lagging_rank(facts: Facts) -> tuple[int, str] | None:
                "it never entered the collective the others timed out in")
 
 
+def _near(suspect: dict[str, Any], own_lines: set[tuple[str, int]]) -> bool:
+    """The clue sits on one of the failure's own lines or just after one (a message the paste wrapped)."""
+    return any((suspect["source"], suspect["line"] - k) in own_lines for k in range(4))
+
+
 def _only_host(ev_hosts: list[str], facts: Facts, sources: dict[str, SourceInfo]) -> str | None:
     """The one host a single-node log names (in any line we read), if it names exactly one."""
     names = {short(h): h for h in ev_hosts}
@@ -388,8 +393,11 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
     own_lines = {(e.source, e.line) for e in evs}
     own_sources = {e.source for e in evs}
     gone = [s for s in sus if s["went_away"] and s.get("rank") not in reporters
-            and (top.level != Level.INITIATING or (s["source"], s["line"]) in own_lines
-                 or (s["kind"] in _NAMES_THE_STRAGGLER and s["source"] in own_sources))]
+            and (top.level != Level.INITIATING or _near(s, own_lines)
+                 or (s["kind"] in _NAMES_THE_STRAGGLER and s["source"] in own_sources)
+                 # a connection failure whose own message goes on to name the peer (c10d's store error)
+                 or (s["kind"] == "peer_rank" and s["source"] in own_sources
+                     and top.sig.family in ("distributed", "communication")))]
     if top.level == Level.INITIATING and not gone:
         who, reason = _from_own_lines(evs, facts, sources, launcher)
         if not who.known() and launcher is not None and launcher.known():
