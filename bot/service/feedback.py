@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bot.engine import default_library
@@ -16,6 +17,7 @@ from .inputs import ActionIn, WrongCauseIn
 from .workflow import Workflow
 
 INLINE_EVIDENCE_MAX = 2500  # longer than this goes to a file upload instead of a message
+HOME_CHANNELS_CHECKED = 100  # the Home tab checks access to this many conversations (most recent first)
 
 
 def ago(seconds: float) -> str:
@@ -112,16 +114,21 @@ class FeedbackFlows:
             assert incident is not None
             self.wf.rediagnose(incident, [], trigger="probes", force_post=True)
 
-    def home(self, now: float | None = None) -> HomeData:
+    def home(self, user: str, visible: Callable[[str, list[str]], set[str]], now: float | None = None) -> HomeData:
+        """The Home tab for `user`: incidents (and the week's signatures, the month's hosts) only from
+        the conversations `visible(user, channels)` allows. Feedback precision is about the signature
+        library, not any one incident, so it counts every incident."""
         now = time.time() if now is None else now
         store = self.wf.store
+        candidates = st.incident_channels(store, HOME_CHANNELS_CHECKED)
+        channels = sorted(set(visible(user, candidates)) & set(candidates)) if candidates and user else []
         recent = [HomeIncident(id=r.id, link=self.wf.chat.permalink(r.channel, r.thread_ts), signature=r.signature,
                                when=ago(now - r.created_at), job_id=r.job_id, hosts=r.hosts)
-                  for r in st.recent_incidents(store, 10)]
+                  for r in st.recent_incidents_in(store, channels, 10)]
         return HomeData(
             recent=recent,
-            top_signatures=st.top_signatures(store, 7, now=now),
-            top_hosts=st.top_hosts(store, 30, now=now),
+            top_signatures=st.top_signatures_in(store, channels, 7, now=now),
+            top_hosts=st.top_hosts_in(store, channels, 30, now=now),
             precision=[(p.signature, p.right, p.wrong) for p in st.feedback_precision(store)],
         )
 

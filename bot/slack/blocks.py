@@ -300,8 +300,8 @@ def home_view(data: HomeData) -> View:
             items.append(f"• {label} · {esc(extra)}")
         blocks.append(_section(_fill("*Recent incidents*", items, "_…{n} more_")))
     else:
-        blocks.append(_section("*Recent incidents*\nNone yet. Paste a failed job's log in a channel I am in, "
-                               "or use `/diagnose`."))
+        blocks.append(_section("*Recent incidents*\nNone in the channels and conversations you are in. Paste a "
+                               "failed job's log in a channel I am in, or use `/diagnose`."))
     blocks.append(DividerBlock())
     sigs = [f"• `{esc(s)}` × {n}" for s, n in data.top_signatures]
     blocks.append(_section(_fill("*Top signatures this week*", sigs or ["_none_"], "_…{n} more_")))

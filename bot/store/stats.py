@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .store import Store
@@ -103,3 +104,49 @@ def feedback_precision(store: Store, limit: int = 10) -> list[Precision]:
             p.wrong += 1
     ranked = sorted(acc.values(), key=lambda p: (-(p.right + p.wrong), p.signature))
     return ranked[:limit]
+
+
+# ---- per-viewer figures (App Home): only incidents from conversations the viewer may see ----------
+# `channels` is the allow-list the caller worked out (bot/slack/visibility.py); it travels as one JSON
+# parameter, so its length never meets SQLite's limit on bound variables.
+
+def incident_channels(store: Store, limit: int = 100) -> list[str]:
+    """Conversations that hold incidents, the most recently used first (what a viewer's access is checked for)."""
+    rows = store.query(
+        "SELECT channel, MAX(created_at) AS last FROM incidents WHERE channel IS NOT NULL AND channel != '' "
+        "GROUP BY channel ORDER BY last DESC, channel LIMIT ?", [limit])
+    return [r["channel"] for r in rows]
+
+
+def recent_incidents_in(store: Store, channels: list[str], limit: int = 10) -> list[RecentIncident]:
+    if not channels:
+        return []
+    rows = store.query(
+        "SELECT id, created_at, channel, thread_ts, signature, confidence, job_id, hosts, origin FROM incidents "
+        "WHERE state = 'open' AND channel IN (SELECT value FROM json_each(?)) "
+        "ORDER BY created_at DESC, id DESC LIMIT ?", [json.dumps(sorted(set(channels))), limit])
+    return [RecentIncident(**{**r, "hosts": json.loads(r["hosts"]) if r["hosts"] else []}) for r in rows]
+
+
+def top_signatures_in(store: Store, channels: list[str], days: int = 7, limit: int = 5,
+                      now: float | None = None) -> list[tuple[str, int]]:
+    if not channels:
+        return []
+    since = (now if now is not None else store.clock()) - days * DAY
+    rows = store.query(
+        "SELECT signature, COUNT(*) AS n FROM incidents WHERE state = 'open' AND signature IS NOT NULL "
+        "AND created_at >= ? AND channel IN (SELECT value FROM json_each(?)) "
+        "GROUP BY signature ORDER BY n DESC, signature LIMIT ?", [since, json.dumps(sorted(set(channels))), limit])
+    return [(r["signature"], r["n"]) for r in rows]
+
+
+def top_hosts_in(store: Store, channels: list[str], days: int = 30, limit: int = 5,
+                 now: float | None = None) -> list[tuple[str, int]]:
+    if not channels:
+        return []
+    since = (now if now is not None else store.clock()) - days * DAY
+    rows = store.query(
+        "SELECT ih.host, COUNT(*) AS n FROM incident_hosts ih JOIN incidents i ON i.id = ih.incident_id "
+        "WHERE ih.created_at >= ? AND i.channel IN (SELECT value FROM json_each(?)) "
+        "GROUP BY ih.host ORDER BY n DESC, ih.host LIMIT ?", [since, json.dumps(sorted(set(channels))), limit])
+    return [(r["host"], r["n"]) for r in rows]

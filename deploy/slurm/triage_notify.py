@@ -17,8 +17,13 @@ event_id is stable per job end (cluster:job:end time) and the bot ignores an eve
 seen, so a retry after a lost response never posts twice. Each spool file is locked while it is
 posted, so two notifiers never post the same file at once.
 
-Python 3.7+ standard library only: it runs under /usr/bin/python3 on the controller, outside the
-bot's virtualenv.
+When the spool cannot be written (disk full, read-only, permissions) the event is POSTed straight
+from memory, retried from memory for a while (at most MEMORY_RETRY_S), and every such event leaves a
+line in syslog (journal) as well as the log file, saying the job, whether it was delivered, and why
+not: the epilog's own stderr goes nowhere, and the log file may sit on the same full disk.
+
+Standard library only, and Python 3.6 compatible (EL8's /usr/bin/python3): no capture_output, text=,
+dataclasses, walrus, f"{x=}" or str.isascii. It runs on the controller, outside the bot's virtualenv.
 """
 
 import argparse
@@ -29,6 +34,7 @@ import hmac
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -51,7 +57,14 @@ DEFAULTS = {
     "retry_for_s": "3600",
     "retry_initial_s": "1",
     "retry_max_interval_s": "60",
+    "syslog_socket": "/dev/log",
 }
+MEMORY_RETRY_S = 600  # an event that could not be spooled is retried from memory for at most this long
+SPOOL_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno.EROFS: "read-only filesystem",
+                errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+# syslog(3) priorities, facility daemon
+LOG_ERR, LOG_WARNING, LOG_INFO = 3, 4, 6
+LOG_DAEMON = 3 << 3
 _WAITING = {"COMPLETING", "RUNNING", "CONFIGURING", "SUSPENDED", "STAGE_OUT", "SIGNALING"}
 _REST_OF_LINE = ("Command=", "WorkDir=", "StdErr=", "StdIn=", "StdOut=", "Comment=", "AdminComment=",
                  "SystemComment=", "Container=")
@@ -75,7 +88,7 @@ class Config:
 def load_config(path):
     values = dict(DEFAULTS)
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(fh, 1):
                 line = line.split("#", 1)[0].strip()
                 if not line:
@@ -92,13 +105,46 @@ def load_config(path):
     return Config(values)
 
 
-def log(cfg, msg):
+def log(cfg, msg, priority=None):
+    """A line in the log file. With a priority (or when the log file cannot be written) also in
+    syslog and on stderr: what must not go unnoticed never depends on one disk."""
     line = "{} {}\n".format(time.strftime("%Y-%m-%dT%H:%M:%S"), msg)
     try:
-        with open(cfg.log_file, "a") as fh:
+        with open(cfg.log_file, "a", encoding="utf-8", errors="replace") as fh:
             fh.write(line)
-    except OSError:
-        sys.stderr.write(line)
+    except OSError as e:
+        priority = LOG_WARNING if priority is None else priority
+        msg = "{} (log file {}: {})".format(msg, cfg.log_file, e.strerror)
+    if priority is not None:
+        syslog(cfg, priority, msg)
+        try:
+            sys.stderr.write("gpu-triage-notify: " + msg + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def syslog(cfg, priority, msg):
+    """One datagram to the local syslog socket (journald and rsyslog both listen on /dev/log),
+    in syslog(3)'s own format. Best effort: returns whether it was sent."""
+    path = cfg.syslog_socket
+    if not path:
+        return False
+    data = "<{}>{} gpu-triage-notify[{}]: {}".format(
+        LOG_DAEMON | priority, time.strftime("%b %d %H:%M:%S"), os.getpid(), msg).encode("utf-8", "replace")[:8000]
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        s = socket.socket(socket.AF_UNIX, kind)
+        try:
+            s.settimeout(2)
+            s.connect(path)
+            s.sendall(data if kind == socket.SOCK_DGRAM else data + b"\n")
+            return True
+        except OSError as e:
+            if e.errno != errno.EPROTOTYPE:
+                return False
+        finally:
+            s.close()
+    return False
 
 
 # ---- the job's final record ----------------------------------------------------------------------
@@ -149,10 +195,12 @@ def final_record(cfg, job_id):
     while True:
         polls += 1
         try:
-            p = subprocess.run([cfg.scontrol, "show", "job", job_id], capture_output=True,
-                               env=env, timeout=15, text=True)
+            # No capture_output/text (3.7+); and bytes decoded here, not by the locale (3.6 under
+            # slurmctld's C locale would take a job name with a non-ASCII letter for an error).
+            p = subprocess.run([cfg.scontrol, "show", "job", job_id], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, timeout=15)
             if p.returncode == 0:
-                fields, ambiguous = parse_scontrol(p.stdout, job_id)
+                fields, ambiguous = parse_scontrol(p.stdout.decode("utf-8", "replace"), job_id)
         except (OSError, subprocess.TimeoutExpired) as e:
             log(cfg, f"job={job_id} scontrol failed: {e}")
         if fields.get("JobState") not in _WAITING or time.monotonic() >= deadline:
@@ -207,17 +255,73 @@ def spool(cfg, event):
     os.makedirs(cfg.spool_dir, mode=0o700, exist_ok=True)
     path = spool_path(cfg, event["event_id"])
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(event, fh, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.rename(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(event, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)  # a half-written file on a full disk would only take the space others need
+        except OSError:
+            pass
+        raise
     dfd = os.open(cfg.spool_dir, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
         os.close(dfd)
     return path
+
+
+def spool_problem(cfg, e):
+    """'spool /var/spool/gpu-triage not writable: disk full (No space left on device)'."""
+    what = SPOOL_ERRNOS.get(e.errno, "error")
+    return "spool {} not writable: {} ({})".format(cfg.spool_dir, what, e.strerror or e)
+
+
+def deliver_unspooled(cfg, event, err, t0):
+    """The spool cannot be written: POST from memory, retry from memory for a while, and leave a
+    line in syslog (and the log file, and stderr) whatever happens. Returns the exit status."""
+    job, eid = event["job_id"], event["event_id"]
+    why = spool_problem(cfg, err)
+    body = json.dumps(event, sort_keys=True).encode()
+    deadline = time.monotonic() + min(cfg.num("retry_for_s"), MEMORY_RETRY_S)
+    delay = cfg.num("retry_initial_s")
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            ok, permanent, detail = post(cfg, body)
+        except OSError as e:
+            ok, permanent, detail = False, False, "secret file {}: {}".format(cfg.secret_file, e.strerror)
+        if ok:
+            log(cfg, "job={} event={} delivered directly ({}, try {}, after {:.2f}s) but NOT spooled: {}".format(
+                job, eid, detail, tries, time.monotonic() - t0, why), LOG_WARNING)
+            return 0
+        if permanent:
+            log(cfg, "job={} event={} LOST: refused by the bot ({}) and not spooled: {}; event: {}".format(
+                job, eid, detail, why, body.decode()), LOG_ERR)
+            return 1
+        if time.monotonic() >= deadline:
+            break
+        if tries == 1:
+            log(cfg, "job={} event={} NOT DELIVERED yet ({}) and not spooled: {}; retrying from memory for "
+                     "{:.0f}s".format(job, eid, detail, why, deadline - time.monotonic()), LOG_ERR)
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 2, cfg.num("retry_max_interval_s"))
+        try:  # room on the disk again: the spool and its retrier take over from here
+            path = spool(cfg, event)
+        except OSError:
+            continue
+        log(cfg, "job={} event={} spooled after all (try {})".format(job, eid, tries), LOG_WARNING)
+        if deliver_file(cfg, path) != "sent" or pending(cfg):
+            retry_loop(cfg)
+        return 0
+    log(cfg, "job={} event={} LOST: not delivered ({}, {} tries in {:.0f}s) and not spooled: {}; "
+             "event: {}".format(job, eid, detail, tries, time.monotonic() - t0, why, body.decode()), LOG_ERR)
+    return 1
 
 
 def read_secret(cfg):
@@ -265,8 +369,8 @@ def deliver_file(cfg, path):
         try:
             event = json.loads(body.decode())
         except ValueError:
-            os.rename(path, _aside(cfg, path))
-            log(cfg, f"spool {path} is not JSON; moved to {cfg.spool_dir}/failed")
+            where = _move_aside(cfg, path)
+            log(cfg, f"spool {path} is not JSON; {where}")
             return "gone"
         try:
             ok, permanent, detail = post(cfg, body)
@@ -277,9 +381,8 @@ def deliver_file(cfg, path):
             log(cfg, "job={} event={} delivered ({})".format(event.get("job_id"), event.get("event_id"), detail))
             return "sent"
         if permanent:
-            os.rename(path, _aside(cfg, path))
-            log(cfg, "job={} event={} REFUSED ({}); moved to {}/failed".format(
-                event.get("job_id"), event.get("event_id"), detail, cfg.spool_dir))
+            where = _move_aside(cfg, path)
+            log(cfg, "job={} event={} REFUSED ({}); {}".format(event.get("job_id"), event.get("event_id"), detail, where))
             return "gone"
         log(cfg, "job={} event={} not delivered ({}); kept in spool".format(
             event.get("job_id"), event.get("event_id"), detail))
@@ -288,16 +391,21 @@ def deliver_file(cfg, path):
         os.close(fd)
 
 
-def _aside(cfg, path):
+def _move_aside(cfg, path):
+    """Move a spool file that can never be delivered to spool_dir/failed; says where it went."""
     d = os.path.join(cfg.spool_dir, "failed")
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    return os.path.join(d, os.path.basename(path))
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        os.rename(path, os.path.join(d, os.path.basename(path)))
+    except OSError as e:
+        return "could not move it to {} ({}); it stays in the spool".format(d, e.strerror)
+    return "moved to {}".format(d)
 
 
 def pending(cfg):
     try:
         names = sorted(os.listdir(cfg.spool_dir))
-    except FileNotFoundError:
+    except OSError:  # missing, or not readable: nothing this run can deliver
         return []
     return [os.path.join(cfg.spool_dir, n) for n in names if n.endswith(".json")]
 
@@ -318,7 +426,11 @@ def retry_loop(cfg):
     deadline = time.monotonic() + cfg.num("retry_for_s")
     delay = cfg.num("retry_initial_s")
     while True:
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as e:
+            log(cfg, "cannot retry the spool: lock {}: {}".format(lock_path, e.strerror), LOG_WARNING)
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -354,7 +466,10 @@ def job_end(cfg, job_id):
             flush_once(cfg)  # a cheap chance to deliver what an earlier outage left behind
         return 0
     event = build_event(cfg, job_id, fields)
-    path = spool(cfg, event)
+    try:
+        path = spool(cfg, event)
+    except OSError as e:
+        return deliver_unspooled(cfg, event, e, t0)
     result = deliver_file(cfg, path)
     log(cfg, f"job={job_id} state={state} polls={polls} first attempt {result} after "
              f"{time.monotonic() - t0:.2f}s")
@@ -376,10 +491,18 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.cmd:
         ap.error("a command is required: job-end JOBID | flush")
-    cfg = load_config(args.config)
+    try:
+        cfg = load_config(args.config)
+    except SystemExit as e:  # the epilog discards stderr: a broken config must show somewhere
+        syslog(Config(dict(DEFAULTS)), LOG_ERR, "not notifying: {}".format(e))
+        raise
     os.umask(0o077)  # the spool holds job names and users; the log too
     if args.cmd == "job-end":
-        return job_end(cfg, args.job_id)
+        try:
+            return job_end(cfg, args.job_id)
+        except Exception as e:
+            log(cfg, "job={} notifier failed: {}: {}".format((args.job_id or "")[:20], type(e).__name__, e), LOG_ERR)
+            raise
     left = flush_once(cfg)
     if left and args.loop:
         retry_loop(cfg)

@@ -24,6 +24,11 @@ NEEDED_SCOPES = {
     "slash command and shortcut": "commands",
     "app_mention events": "app_mentions:read",
     "message.im events": "im:history",
+    "App Home: conversations.info (public channels)": "channels:read",
+    "App Home: conversations.info / .members (private channels)": "groups:read",
+    "App Home: conversations.info (DMs)": "im:read",
+    "App Home: conversations.members (group DMs)": "mpim:read",
+    "App Home: users.info (guests)": "users:read",
 }
 # Events with a listener in bot/slack/listeners/events.py.
 NEEDED_EVENTS = {"app_home_opened", "app_mention", "message.channels", "message.groups", "message.im"}

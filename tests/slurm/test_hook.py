@@ -143,3 +143,32 @@ def test_free_text_job_name_does_not_get_the_event_refused(slurm: SlurmEnv, rece
     job = slurm.submit(FAIL_SCRIPT, "-J", "train (v2) 'lr=3e-4' ü")
     ev = wait_for(lambda: receiver.accepted(job), 30, "the hook POST")[0]
     assert ev["name"] == "train _v2_ _lr=3e-4_ ü"
+
+
+def test_full_spool_filesystem_the_failed_job_still_reaches_the_bot(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    # The spool on a real, tiny, full filesystem (64 KiB tmpfs, filled): the notifier posts from
+    # memory and says so in its log (and syslog); nothing half-written is left on the full disk.
+    full = slurm.hook_dir / "full-spool"
+    full.mkdir(exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(full)],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        (full / "spool").mkdir(mode=0o700)
+        with open(full / "filler", "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 1024)
+            except OSError:
+                pass
+        slurm.configure_hook(spool_dir=str(full / "spool"), syslog_socket="")
+        job = slurm.submit(FAIL_SCRIPT)
+        (ev,) = wait_for(lambda: receiver.accepted(job), 30, "the hook POST with a full spool")
+        assert ev["state"] == "FAILED" and ev["job_id"] == job
+        line = slurm.wait_log(job, "delivered directly")
+        assert "NOT spooled" in line and "disk full (No space left on device)" in line
+        assert list((full / "spool").iterdir()) == []
+    finally:
+        slurm.configure_hook()
+        subprocess.run(["umount", str(full)], capture_output=True, timeout=30)

@@ -20,6 +20,11 @@ What it serves (the methods the bot uses; anything else answers {"ok": false, "e
 - files.getUploadURLExternal, the upload URL itself, files.completeUploadExternal
   (`slack.uploads`: dicts with channel_id, thread_ts, title, content);
 - views.open / views.publish / views.update (`slack.views`);
+- conversations.info / conversations.members / users.info, for who may see what
+  (`slack.add_conversation("G0SECRET", private=True, members=["UALICE"])`, `slack.add_im("D0BOB", "UBOB")`,
+  `slack.add_user("UGUEST", guest=True)`). A channel id starting with C that was never added is a
+  public channel with no members; any other unknown id is channel_not_found; an unknown user is a
+  full member of the workspace;
 - response_url posts (`slack.response_url()` makes one; `slack.responses` records them);
 - apps.connections.open with the app token, and a WebSocket at /link for Socket Mode
   (`slack.socket_send(envelope)` pushes an envelope; `slack.socket_acks` holds the bot's acks).
@@ -117,6 +122,8 @@ class SlackStandIn:
         self.reactions: dict[tuple[str, str], set[str]] = {}
         self.socket_acks: list[dict[str, Any]] = []
         self.not_in_channel: set[str] = set()
+        self.conversations: dict[str, dict[str, Any]] = {}  # id -> conversations.info object + "members"
+        self.users: dict[str, dict[str, Any]] = {}
         self.downloads = 0
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._pending_uploads: dict[str, dict[str, Any]] = {}
@@ -198,6 +205,61 @@ class SlackStandIn:
         with self._lock:
             self._messages.setdefault(channel, []).append(msg)
         return dict(msg)
+
+    def add_conversation(self, channel: str, *, private: bool = False, mpim: bool = False,
+                         members: list[str] | None = None) -> None:
+        """A channel (public, or private with `private=True`) or group DM (`mpim=True`) and its members."""
+        with self._lock:
+            self.conversations[channel] = {
+                "id": channel, "is_channel": not private and not mpim, "is_group": private and not mpim,
+                "is_im": False, "is_mpim": mpim, "is_private": private or mpim, "members": list(members or [])}
+
+    def add_im(self, channel: str, user: str) -> None:
+        """The bot's DM with `user`."""
+        with self._lock:
+            self.conversations[channel] = {"id": channel, "is_channel": False, "is_group": False, "is_im": True,
+                                           "is_mpim": False, "is_private": True, "user": user,
+                                           "members": [user, self.bot_user_id]}
+
+    def add_user(self, user: str, *, guest: bool = False) -> None:
+        with self._lock:
+            self.users[user] = {"id": user, "name": user.lower(), "is_restricted": guest,
+                                "is_ultra_restricted": False, "is_bot": False, "deleted": False}
+
+    def _conversation(self, channel: str) -> dict[str, Any] | None:
+        with self._lock:
+            conv = self.conversations.get(channel)
+        if conv is None and channel.startswith("C"):
+            return {"id": channel, "is_channel": True, "is_group": False, "is_im": False, "is_mpim": False,
+                    "is_private": False, "members": []}
+        return conv
+
+    def _conversations_info(self, p: dict[str, Any]) -> dict[str, Any]:
+        conv = self._conversation(str(p.get("channel", "")))
+        if conv is None:
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "channel": {k: v for k, v in conv.items() if k != "members"}}
+
+    def _conversations_members(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Paged like Slack (`limit`, `cursor`: an offset here)."""
+        conv = self._conversation(str(p.get("channel", "")))
+        if conv is None:
+            return {"ok": False, "error": "channel_not_found"}
+        limit = max(1, min(int(p.get("limit") or 100), 1000))
+        start = int(p.get("cursor") or 0)
+        page = conv["members"][start:start + limit]
+        more = start + limit < len(conv["members"])
+        return {"ok": True, "members": page, "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+
+    def _users_info(self, p: dict[str, Any]) -> dict[str, Any]:
+        user = str(p.get("user", ""))
+        if not user:
+            return {"ok": False, "error": "user_not_found"}
+        with self._lock:
+            u = self.users.get(user)
+        return {"ok": True, "user": dict(u) if u else {"id": user, "name": user.lower(), "is_restricted": False,
+                                                         "is_ultra_restricted": False, "is_bot": False,
+                                                         "deleted": False}}
 
     def fail(self, method: str, *, status: int = 429, retry_after: int | None = 1, error: str = "ratelimited",
              times: int = 1) -> None:
@@ -374,6 +436,9 @@ class SlackStandIn:
             "views.open": lambda: self._view("open", p),
             "views.publish": lambda: self._view("publish", p),
             "views.update": lambda: self._view("update", p),
+            "conversations.info": lambda: self._conversations_info(p),
+            "conversations.members": lambda: self._conversations_members(p),
+            "users.info": lambda: self._users_info(p),
         }
         h = handlers.get(method)
         if h is None:

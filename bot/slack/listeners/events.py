@@ -10,6 +10,7 @@ from slack_bolt import App, BoltContext
 from bot.service.inputs import Where
 
 from ..payloads import bot_id_of, message_in
+from ..visibility import ConversationAccess
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ BOT_SUBTYPES = {None, "bot_message", "file_share", "thread_broadcast"}
 
 def register(app: App, deps: Deps) -> None:
     store = deps.service.store
+    access = ConversationAccess(deps.gateway.client)  # App Home: who may see which conversation's incidents
 
     @app.event("message")
     def on_message(event: dict[str, Any], body: dict[str, Any], context: BoltContext) -> None:
@@ -95,7 +97,7 @@ def register(app: App, deps: Deps) -> None:
         user = event["user"]
 
         def publish() -> None:
-            deps.gateway.publish_home(user, deps.service.feedback.home())
+            deps.gateway.publish_home(user, deps.service.feedback.home(user, access.visible_channels))
 
         deps.submit(publish, where=Where(user=user), explicit=False)
 
