@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ _TOO_MILD = {"fatal": ("restart-app", "none")}
 _WORD = re.compile(r"\b(Non-?fatal|NonFatal|Fatal)\b", re.IGNORECASE)
 
 
-@cache
+@lru_cache(maxsize=None)
 def load(path: Path | None = None) -> dict[str, Any]:
     """The parsed file; an empty catalogue when it is missing or broken (problems() says why)."""
     try:
@@ -54,12 +54,12 @@ def _table(kind: str, path: Path | None = None) -> dict[int, dict[str, Any]]:
     return out
 
 
-@cache
+@lru_cache(maxsize=None)
 def xids(path: Path | None = None) -> dict[int, dict[str, Any]]:
     return _table("xids", path)
 
 
-@cache
+@lru_cache(maxsize=None)
 def sxids(path: Path | None = None) -> dict[int, dict[str, Any]]:
     return _table("sxids", path)
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +28,10 @@ class AgentConfig:
     name: str | None = None  # host name reported in answers (default: this host's name)
     max_body_bytes: int = 64 * 1024
     max_concurrent: int = 4
+    max_connections: int = 2048  # open connections in total; the oldest unfinished one is dropped for a new one
+    max_connections_per_client: int = 32  # open connections from one address; more are refused at once
+    read_timeout_s: float = 3.0  # whole request (line, headers and body) must arrive within this
+    host_names: list[str] = field(default_factory=list)  # extra names accepted in X-Triage-Host
     auth_window_s: int = 300
     request_timeout_s: float = 10.0  # upper bound on one /v1/probe answer; a request's deadline_s lowers it
     nvml_call_timeout_s: float = 5.0
@@ -63,24 +65,37 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _field_types() -> dict[str, Any]:
-    hints = typing.get_type_hints(AgentConfig)
-    return {f.name: hints[f.name] for f in dataclasses.fields(AgentConfig)}
+_SCALARS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
 
 
-def _coerce(name: str, typ: Any, value: Any) -> Any:
-    base = typ
-    optional = False
-    if isinstance(typ, types.UnionType):
-        args = [a for a in typ.__args__ if a is not type(None)]
-        optional = len(args) < len(typ.__args__)
-        base = args[0]
+def _field_types() -> dict[str, tuple[type, bool, bool]]:
+    """Each field's (base type, optional, is a list), read from its annotation's text.
+
+    The annotations are strings (`from __future__ import annotations`) such as "str | None" or
+    "list[str]"; evaluating them (typing.get_type_hints) needs Python >= 3.10, and the agent
+    runs on 3.8, so they are read as text.
+    """
+    out: dict[str, tuple[type, bool, bool]] = {}
+    for f in dataclasses.fields(AgentConfig):
+        parts = [p.strip() for p in str(f.type).split("|")]
+        optional = "None" in parts
+        rest = [p for p in parts if p != "None"]
+        text = rest[0] if rest else "str"
+        is_list = text.startswith(("list[", "List["))
+        if is_list:
+            text = text[text.index("[") + 1:-1].strip()
+        out[f.name] = (_SCALARS[text], optional, is_list)  # a new field type must be added to _SCALARS
+    return out
+
+
+def _coerce(name: str, typ: tuple[type, bool, bool], value: Any) -> Any:
+    base, optional, is_list = typ
     if value is None or (optional and value == ""):
         if optional:
             return None
         raise ConfigError(f"{name} must not be empty")
     try:
-        if typing.get_origin(base) is list:
+        if is_list:
             if isinstance(value, str):
                 return [v.strip() for v in value.split(",") if v.strip()]
             if not isinstance(value, list):
@@ -92,7 +107,7 @@ def _coerce(name: str, typ: Any, value: Any) -> Any:
             raise TypeError
         return base(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a valid {getattr(base, '__name__', base)}") from None
+        raise ConfigError(f"{name}: {value!r} is not a valid {base.__name__}") from None
 
 
 def load_config(path: str | None = None, env: dict[str, str] | None = None, **overrides: Any) -> AgentConfig:
@@ -125,4 +140,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None, **ov
     parse_listen(cfg.listen)
     if cfg.max_body_bytes < 256 or cfg.max_concurrent < 1:
         raise ConfigError("max_body_bytes must be >= 256 and max_concurrent >= 1")
+    if cfg.max_connections < 8 or cfg.max_connections_per_client < 1 or not 0.1 <= cfg.read_timeout_s <= 60:
+        raise ConfigError("max_connections must be >= 8, max_connections_per_client >= 1 and "
+                          "read_timeout_s between 0.1 and 60")
     return cfg

@@ -11,14 +11,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class Health(enum.StrEnum):
+class _StrEnum(str, enum.Enum):
+    """`enum.StrEnum` (3.11+) for Python >= 3.8: members are str, and str()/format() give the value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Health(_StrEnum):
     OK = "ok"
     DEGRADED = "degraded"
     FAILED = "failed"
     UNKNOWN = "unknown"
 
 
-class Severity(enum.StrEnum):
+class Severity(_StrEnum):
     """How much one finding weighs; a result's health is derived from its worst finding."""
 
     INFO = "info"  # a fact worth showing, not a fault (e.g. a RoCE port in Ethernet mode)

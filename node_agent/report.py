@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from node_agent.compat import zip_strict
+
 MARK = {"critical": "!!", "warning": "! ", "info": "- "}
 
 
@@ -21,7 +23,7 @@ def render(answer: dict[str, Any], verbose: bool = False) -> str:
         if findings and all(k in shown for k in keys):
             lines.append(f"      (same as {shown[keys[0]]})")
             continue
-        for f, key in zip(findings, keys, strict=True):
+        for f, key in zip_strict(findings, keys):
             shown.setdefault(key, r["probe"])
             if f.get("severity") == "info" and not verbose and r["health"] != "ok":
                 continue

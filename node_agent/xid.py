@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from node_agent import catalog
+from node_agent.compat import removeprefix
 from node_agent.findings import Severity
 
 
@@ -128,7 +129,7 @@ _MAP_RE = re.compile(r"NVRM: GPU at PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-f
 
 def normalize_pci(text: str) -> str:
     """'00000000:3B:00.0', 'PCI:0000:3b:00' or '0000:3b:00' -> '0000:3b:00' (the kernel's form)."""
-    text = text.removeprefix("PCI:").split(".")[0]
+    text = removeprefix(text, "PCI:").split(".")[0]
     parts = text.split(":")
     if len(parts) < 3:
         return text.lower()

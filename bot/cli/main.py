@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from bot import __version__
+
 # Subcommand modules, in the order `triage --help` lists them. Each defines
 # register(subparsers) and sets a `func` default that takes the parsed args and returns an exit code.
 SUBCOMMANDS = [
@@ -21,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="triage",
         description="Diagnose failed GPU training jobs from their logs (and, with agents, their hosts).",
     )
+    parser.add_argument("--version", action="version", version=f"triage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

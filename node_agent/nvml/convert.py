@@ -10,11 +10,11 @@ _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5:
 
 
 def plain(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, ctypes.Array):
         return [plain(v) for v in value]

@@ -295,7 +295,7 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
             fields.setdefault(fid, sum(int(c.get(name, 0)) for c in nvlink.get("errors", {}).values()))
     values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
     for i, fid in enumerate(fieldIds):
-        fid = fid[0] if isinstance(fid, tuple | list) else fid
+        fid = fid[0] if isinstance(fid, (tuple, list)) else fid
         values[i].fieldId = fid
         values[i].timestamp = int(time.time() * 1e6)
         if fid in fields and fields[fid] is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pynvml
 
+from node_agent.compat import removeprefix
 from node_agent.nvml.convert import plain
 
 # Read-only calls the agent may ask for. Anything else is refused: this process has driver access.
@@ -79,7 +80,7 @@ EVENT_MASK = 0x8 | 0x2 | 0x800 | 0x2000 | 0x4000 | 0x8000
 
 def error_payload(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, pynvml.NVMLError):
-        name = type(exc).__name__.removeprefix("NVMLError_")
+        name = removeprefix(type(exc).__name__, "NVMLError_")
         out = {"code": int(exc.value), "name": name, "message": str(exc)}
     elif isinstance(exc, pynvml.NVMLLibraryMismatchError):
         out = {"code": -1, "name": "LibraryMismatch", "message": str(exc)}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
+from node_agent.compat import zip_strict
 from node_agent.findings import Finding, Health, ProbeResult, Severity, health_from
 from node_agent.nvml import errors as codes
 from node_agent.nvml.client import Call, Outcome
@@ -18,7 +19,7 @@ ACTION_HANG = "Drain the node; the driver is not answering: collect `nvidia-bug-
 
 
 def clock(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%SZ")
 
 
 def finding_for_error(exc: Exception, gpu: int | None = None) -> Finding | None:
@@ -107,7 +108,7 @@ class GpuCalls:
 
     def run(self, calls: list[Call]) -> list[Outcome]:
         outs = self.ctx.nvml.call_many(calls, self.ctx.nvml_deadline())
-        for call, out in zip(calls, outs, strict=True):
+        for call, out in zip_strict(calls, outs):
             if out.error is not None:
                 self.note(out.error, call)
         return outs
@@ -136,7 +137,7 @@ class GpuCalls:
     def per_gpu(self, gpus: list[int], fn: str, *args: Any) -> dict[int, Any]:
         """One call per GPU; {gpu: value} for those that answered."""
         calls = [Call(fn, g, args) for g in gpus]
-        return {c.gpu: o.value for c, o in zip(calls, self.run(calls), strict=True) if o.ok}  # type: ignore[misc]
+        return {c.gpu: o.value for c, o in zip_strict(calls, self.run(calls)) if o.ok}  # type: ignore[misc]
 
 
 def gpu_fault_action(findings: list[Finding]) -> str | None:

@@ -46,7 +46,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
             "ecc_mode": mode.get(g),
             "volatile": {"corrected": sbe_vol.get(g), "uncorrected": dbe_vol.get(g)},
             "aggregate": {"corrected": sbe_agg.get(g), "uncorrected": dbe_agg.get(g)},
-            "remapped_rows": None if rr is None else dict(zip(("correctable", "uncorrectable", "pending", "failure"), rr, strict=False)),
+            "remapped_rows": None if rr is None else dict(zip(("correctable", "uncorrectable", "pending", "failure"), rr)),
             "retired_pages_pending": pages_pending.get(g),
             "retired_pages_dbe": None if dbe_pages.get(g) is None else len(dbe_pages[g]),
             "recovery_action": None if action_value is None else RECOVERY_ACTIONS.get(action_value, str(action_value)),

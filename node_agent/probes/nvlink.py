@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from node_agent.compat import zip_strict
 from node_agent.findings import Finding, ProbeResult, Severity, fmt_gpus
 from node_agent.nvml.client import Call
 from node_agent.probes.base import Probe, ProbeContext
@@ -42,7 +43,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     state_calls = [Call("nvmlDeviceGetNvLinkState", g, (link,)) for g in gpus
                    for link in range(link_count.get(g, max_links))]
     states: dict[int, dict[int, int]] = {g: {} for g in gpus}
-    for c, o in zip(state_calls, calls.run(state_calls), strict=True):
+    for c, o in zip_strict(state_calls, calls.run(state_calls)):
         if o.ok:
             states[c.gpu][c.args[0]] = int(o.value)  # type: ignore[index]
     links = {g: sorted(s) for g, s in states.items()}
@@ -50,7 +51,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     err_calls = [Call("nvmlDeviceGetNvLinkErrorCounter", g, (link, k)) for g in suspect for link in links[g]
                  for k in COUNTERS]
     errors: dict[int, dict[int, dict[str, int]]] = {g: {} for g in gpus}
-    for c, o in zip(err_calls, calls.run(err_calls), strict=True):
+    for c, o in zip_strict(err_calls, calls.run(err_calls)):
         if o.ok and o.value:
             errors[c.gpu].setdefault(c.args[0], {})[COUNTERS[c.args[1]]] = int(o.value)  # type: ignore[index]
     findings: list[Finding] = []

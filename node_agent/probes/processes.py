@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node_agent.cgroups import Owner, owner_from_cgroup
+from node_agent.compat import zip_strict
 from node_agent.findings import Finding, ProbeResult, Severity, fmt_gpus, gib
 from node_agent.nvml import errors as codes
 from node_agent.nvml.client import Call
@@ -71,13 +72,13 @@ def _belongs(ctx: ProbeContext, info: ProcInfo, cache: dict[int, ProcInfo]) -> b
 
 def _list_processes(calls: GpuCalls, gpus: list[int]) -> dict[int, list[dict[str, Any]]]:
     outs = calls.run([Call("nvmlDeviceGetComputeRunningProcesses", g) for g in gpus])
-    found = {g: o.value for g, o in zip(gpus, outs, strict=True) if o.ok}
+    found = {g: o.value for g, o in zip_strict(gpus, outs) if o.ok}
     # Bindings newer than an old driver (<R510): the unversioned call raises NVMLLibraryMismatchError.
-    retry = [g for g, o in zip(gpus, outs, strict=True) if o.error is not None
+    retry = [g for g, o in zip_strict(gpus, outs) if o.error is not None
              and getattr(o.error, "code", None) in (codes.LIBRARY_MISMATCH, codes.FUNCTION_NOT_FOUND)]
     if retry:
-        for g, o in zip(retry, calls.run([Call("nvmlDeviceGetComputeRunningProcesses_v2", g) for g in retry]),
-                        strict=True):
+        for g, o in zip_strict(retry, calls.run([Call("nvmlDeviceGetComputeRunningProcesses_v2", g)
+                                                    for g in retry])):
             if o.ok:
                 found[g] = o.value
     return found
