@@ -11,6 +11,7 @@ from bot.engine.library import default_library, load_library
 from bot.engine.reader import DEFAULT_MAX_BYTES
 from bot.engine.render import render_text
 from bot.engine.run import ProgressPrinter
+from bot.redact import redact_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-map", metavar="FILE", help="YAML host: url overrides")
     p.add_argument("--agent-secret-file", metavar="FILE", help="shared secret for signing agent calls")
     p.add_argument("--probe-deadline", type=float, default=3.0, metavar="S", help="per-host deadline (s)")
+    p.add_argument("--no-redact", dest="redact", action="store_false",
+                   help="print secrets found in the logs as they are (by default tokens, passwords and keys "
+                        "in evidence lines and captures are shown as [REDACTED])")
     p.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES, metavar="N[KMG]",
                    help=f"read at most this much in all, after decompression (default {DEFAULT_MAX_BYTES >> 30}G)")
     p.set_defaults(func=run)
@@ -68,9 +72,38 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"triage: {exc}", file=sys.stderr)
             return 2
+    redacted = [0]
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=1, default=str)
+        out = report.to_dict()
+        if args.redact:
+            out = _redact_deep(out, redacted)
+        json.dump(out, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(report, verbose=args.verbose))
+        text = render_text(report, verbose=args.verbose)
+        if args.redact:
+            # Line by line: an evidence line holding the start of a PEM block must not swallow the
+            # rest of the report.
+            text = "".join(_redact_line(line, redacted) for line in text.splitlines(keepends=True))
+        sys.stdout.write(text)
+    if redacted[0]:
+        print(f"triage: {redacted[0]} secret(s) in the logs shown as [REDACTED] (--no-redact shows them)",
+              file=sys.stderr)
     return 0
+
+
+def _redact_line(line: str, counter: list[int]) -> str:
+    red = redact_text(line)
+    counter[0] += red.count
+    return red.text
+
+
+def _redact_deep(obj: object, counter: list[int]) -> object:
+    """Every string of the JSON report redacted (the engine itself never redacts: this is the adapter)."""
+    if isinstance(obj, str):
+        return _redact_line(obj, counter)
+    if isinstance(obj, dict):
+        return {k: _redact_deep(v, counter) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_redact_deep(v, counter) for v in obj]
+    return obj

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_bolt import App, BoltRequest
+from slack_sdk.signature import SignatureVerifier
 
 from bot.service.hooks import MAX_BODY as HOOK_MAX_BODY
 from bot.service.hooks import JobHooks
@@ -26,14 +28,30 @@ HEALTH_PATH = "/healthz"
 SLACK_MAX_BODY = 4 << 20  # Slack's payloads are far smaller; anything bigger is not from Slack
 
 
+_ASCII_SECONDS = re.compile(r"[0-9]{1,12}")  # also a Content-Length (at most 12 digits)
+
+
+def slack_header_problem(headers: dict[str, str]) -> str | None:
+    """Why Slack's signature headers cannot even be checked (then 401), or None. Absent headers are
+    Bolt's to refuse; a timestamp must be ASCII digits (`str.isdigit()` accepts "¹²" and "١٢٣")."""
+    ts = headers.get("x-slack-request-timestamp")
+    sig = headers.get("x-slack-signature")
+    if ts is not None and not _ASCII_SECONDS.fullmatch(ts):
+        return "X-Slack-Request-Timestamp is not unix seconds in ASCII digits"
+    if sig is not None and not sig.isascii():
+        return "X-Slack-Signature is not ASCII"
+    return None
+
+
 class TriageHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256  # listen backlog: the stdlib's 5 resets connections when Slack sends a burst
 
     def __init__(self, address: tuple[str, int], app: App | None, hooks: JobHooks | None,
-                 health: Any = None) -> None:
+                 health: Any = None, signing_secret: str | None = None) -> None:
         self.app = app
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self.hooks = hooks
         self.health = health
         super().__init__(address, _Handler)
@@ -84,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self, limit: int) -> bytes | None:
         """The body, or None after answering 411/413 (the rest is not read: the connection closes)."""
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None or not _ASCII_SECONDS.fullmatch(length):  # ASCII digits: int("¹²") raises
             self.close_connection = True
             self._json(411, {"error": "Content-Length required"})
             return None
@@ -108,8 +126,23 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body(SLACK_MAX_BODY)
             if body is None:
                 return
-            req = BoltRequest(body=body.decode("utf-8", "replace"), query=query,
-                              headers={k.lower(): v for k, v in self.headers.items()})
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            # Checked here, before Bolt parses the body (a forged `payload=` that is not JSON raises
+            # there) or logs it (Bolt logs the whole body of a badly signed request).
+            problem = slack_header_problem(headers)
+            if problem is None and self.server.verifier is not None and not self.server.verifier.is_valid(
+                    body, headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")):
+                problem = "bad or old signature"
+            if problem:
+                log.info("refused a Slack request (%d bytes, body not logged): %s", len(body), problem)
+                self._json(401, {"error": "invalid request"})
+                return
+            try:
+                req = BoltRequest(body=body.decode("utf-8", "replace"), query=query, headers=headers)
+            except ValueError:  # signed, yet not a payload Bolt can read
+                log.warning("a signed Slack request whose body could not be parsed (%d bytes)", len(body))
+                self._json(400, {"error": "unreadable body"})
+                return
             resp = self.server.app.dispatch(req)
             self._send(resp.status, resp.body or "", resp.headers)
         elif path == HOOK_PATH and self.server.hooks is not None:
