@@ -96,7 +96,7 @@ def bench_fanout(secret_file: Path, logs: Path, scenario: str, n: int, rounds: i
     started_s = time.perf_counter() - t0
     try:
         time.sleep(2.0)
-        directory = AgentDirectory(f"http://{{host}}:{port}")
+        directory = AgentDirectory(f"http://{{host}}:{port}", allow="127.0.0.0/8")  # agents on loopback
         secret = (secret_file.read_text().strip()).encode()
         results = {}
         for label, probes in (("diagnosis probes " + ",".join(DIAGNOSIS_PROBES), DIAGNOSIS_PROBES),

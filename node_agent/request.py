@@ -78,16 +78,16 @@ def parse_request(obj: Any, known_probes: list[str]) -> ProbeRequest:
         if not isinstance(window, dict) or set(window) - {"start", "end"}:
             raise RequestError('window must be {"start": <unix s>, "end": <unix s>}')
         start, end = window.get("start"), window.get("end", None)
-        if not isinstance(start, int | float) or isinstance(start, bool):
+        if not isinstance(start, (int, float)) or isinstance(start, bool):
             raise RequestError("window.start must be unix seconds")
         if end is None:
             end = float("inf")
-        if not isinstance(end, int | float) or isinstance(end, bool) or end < start:
+        if not isinstance(end, (int, float)) or isinstance(end, bool) or end < start:
             raise RequestError("window.end must be unix seconds, not before window.start")
         req.window = (float(start), float(end))
     job_id = obj.get("job_id")
     if job_id is not None:
-        if isinstance(job_id, bool) or not isinstance(job_id, str | int) or not _JOB_ID_RE.match(str(job_id)):
+        if isinstance(job_id, bool) or not isinstance(job_id, (str, int)) or not _JOB_ID_RE.match(str(job_id)):
             raise RequestError("job_id must be a short job identifier such as \"1234\"")
         req.job_id = str(job_id)
     pids = obj.get("job_pids", [])
@@ -100,7 +100,7 @@ def parse_request(obj: Any, known_probes: list[str]) -> ProbeRequest:
     req.job_pids = pids
     deadline = obj.get("deadline_s")
     if deadline is not None:
-        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0.2 <= deadline <= 120:
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0.2 <= deadline <= 120:
             raise RequestError("deadline_s must be a number of seconds between 0.2 and 120")
         req.deadline_s = float(deadline)
     return req

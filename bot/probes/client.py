@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import secrets
+import os
 import socket
 import ssl
 import time
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from node_agent.auth import signed_headers
+from bot.probes.targets import MAX_HOSTS_PER_DIAGNOSIS, AllowList, TargetPolicy, resolve
+from node_agent.auth import request_headers
 
 MAX_PARALLEL = 256
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -32,18 +33,27 @@ class DirectoryError(ValueError):
 class AgentDirectory:
     """Host name -> agent base URL: a template such as `http://{host}:9477` (or one fixed URL), plus overrides."""
 
-    def __init__(self, template: str, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(self, template: str, overrides: Mapping[str, str] | None = None,
+                 allow: Iterable[str] | str | None = None, has_map: bool | None = None) -> None:
         _check_url(template.replace("{host}", "host"), "agent URL template")
         self.template = template
         self.overrides = dict(overrides or {})
         for host, url in self.overrides.items():
             _check_url(url, f"agent map entry for {host}")
+        if allow is None:  # TRIAGE_AGENT_ALLOW: host globs and CIDRs, comma or space separated
+            allow = os.environ.get("TRIAGE_AGENT_ALLOW")
+        try:
+            self.policy = TargetPolicy(AllowList(allow), self.overrides,
+                                       bool(self.overrides) if has_map is None else has_map)
+        except ValueError as exc:
+            raise DirectoryError(str(exc)) from None
 
     @classmethod
-    def from_files(cls, template: str, map_file: str | Path | None = None) -> AgentDirectory:
-        """Template plus overrides from a YAML file of `host: url` lines."""
+    def from_files(cls, template: str, map_file: str | Path | None = None,
+                   allow: Iterable[str] | str | None = None) -> AgentDirectory:
+        """Template plus overrides from a YAML file of `host: url` lines; `allow`: TRIAGE_AGENT_ALLOW."""
         if map_file is None:
-            return cls(template)
+            return cls(template, allow=allow)
         import yaml  # bot side only: the agent itself stays stdlib
 
         try:
@@ -54,7 +64,15 @@ class AgentDirectory:
             raise DirectoryError(f"agent map {map_file} is not valid YAML: {exc}") from exc
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise DirectoryError(f"agent map {map_file} must be a mapping of host: url")
-        return cls(template, {str(k): v for k, v in data.items()})
+        return cls(template, {str(k): v for k, v in data.items()}, allow=allow, has_map=True)
+
+    def refusal(self, host: str) -> str | None:
+        """Why `host` must not be probed ("not probed: ..."), or None; checked before any URL is formed."""
+        return self.policy.refusal(host)
+
+    def templated(self, host: str) -> bool:
+        """True when the host name chose the URL's address (template with {host}, no map entry)."""
+        return not self.policy.is_mapped(host) and "{host}" in self.template
 
     def url_for(self, host: str) -> str:
         url = self.overrides.get(host) or self.overrides.get(host.split(".", 1)[0])
@@ -78,6 +96,7 @@ class HostProbeReport:
     latency_ms: int = 0
     answer: dict[str, Any] = field(default_factory=dict)  # the agent's JSON, as sent
     status: int | None = None  # HTTP status, when there was one
+    probed: bool = True  # False: refused before any request (error says why)
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -98,7 +117,13 @@ class HostProbeReport:
         out: dict[str, Any] = {"host": self.host, "results": []}
         out.update(self.answer)
         out.update({"reachable": self.reachable, "error": self.error, "url": self.url, "latency_ms": self.latency_ms})
+        if not self.probed:
+            out["probed"] = False
         return out
+
+
+def not_probed(host: str, why: str) -> HostProbeReport:
+    return HostProbeReport(host, "", False, why, probed=False)
 
 
 def build_body(
@@ -126,7 +151,6 @@ def build_body(
         body["job_pids"] = [int(p) for p in job_pids]
     if deadline_s is not None:
         body["deadline_s"] = round(deadline_s, 2)
-    body["nonce"] = secrets.token_hex(8)  # identical requests in one second must not look like replays
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -136,23 +160,45 @@ def agent_budget(deadline_s: float) -> float:
 
 
 def call_agent(host: str, url: str, secret: bytes, method: str, path: str, body: bytes,
-               deadline_s: float) -> HostProbeReport:
-    """One signed request; every failure becomes an unreachable report with a sentence saying why."""
+               deadline_s: float, policy: TargetPolicy | None = None) -> HostProbeReport:
+    """One signed request; every failure becomes an unreachable report with a sentence saying why.
+
+    With `policy` (the URL came from the template and the host's name), every address the name
+    resolves to is checked and the connection goes to the checked address (no second lookup).
+    """
     parts = urlsplit(url)
     started = time.monotonic()
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     kwargs: dict[str, Any] = {"timeout": deadline_s}
     if parts.scheme == "https":
         kwargs["context"] = ssl.create_default_context()
-    conn = conn_cls(parts.hostname or host, parts.port or (443 if parts.scheme == "https" else 80), **kwargs)
+    target = parts.hostname or host
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    conn = conn_cls(target, port, **kwargs)
 
     def fail(msg: str, status: int | None = None) -> HostProbeReport:
         return HostProbeReport(host, url, False, msg, int((time.monotonic() - started) * 1000), status=status)
 
     try:
-        headers = {"Content-Type": "application/json", **signed_headers(secret, body)}
-        conn.request(method, (parts.path.rstrip("/") + path) or path, body=body if method == "POST" else None,
-                     headers=headers)
+        if policy is not None:
+            try:
+                addrs = resolve(target, port)
+            except (OSError, UnicodeError):
+                return fail(f"{host}: cannot resolve {target}")
+            for addr, _ in addrs:
+                why = policy.address_refusal(host, addr)
+                if why:
+                    return HostProbeReport(host, url, False, why, probed=False)
+            if not addrs:
+                return fail(f"{host}: cannot resolve {target}")
+            pinned = addrs[0][1]
+            conn._create_connection = (  # type: ignore[attr-defined]
+                lambda _addr, timeout=None, source_address=None: socket.create_connection(
+                    pinned[:2], timeout, source_address))
+        full_path = (parts.path.rstrip("/") + path) or path
+        headers = {"Content-Type": "application/json",
+                   **request_headers(secret, method, full_path, target, body)}
+        conn.request(method, full_path, body=body if method == "POST" else None, headers=headers)
         resp = conn.getresponse()
         raw = resp.read(MAX_ANSWER_BYTES + 1)
     except TimeoutError:
@@ -173,7 +219,9 @@ def call_agent(host: str, url: str, secret: bytes, method: str, path: str, body:
     if resp.status != 200:
         detail = data.get("detail") if isinstance(data, dict) else None
         what = {
-            401: "rejected the request (check the shared secret and the clocks)",
+            401: "rejected the request (check the shared secret and the clocks)"
+                 + ("" if resp.getheader("X-Triage-Auth") else "; the agent may predate signature scheme v2: "
+                    "upgrade node-agent"),
             413: "refused the request as too large",
             503: "is busy",
         }.get(resp.status, f"answered HTTP {resp.status}")
@@ -194,18 +242,35 @@ def probe_hosts(
     job_gpus_by_host: Mapping[str, Sequence[int | str]] | None = None,
     job_pids_by_host: Mapping[str, Sequence[int]] | None = None,
     deadline_s: float = 3.0,
+    max_hosts: int = MAX_HOSTS_PER_DIAGNOSIS,
 ) -> dict[str, HostProbeReport]:
-    """Probe every host at once; each answers within deadline_s or is reported unreachable."""
+    """Probe every allowed host at once; each answers within deadline_s or is reported unreachable.
+
+    A host refused by the directory's policy, or beyond the first `max_hosts`, gets a report with
+    `probed=False` and "not probed: <why>" and no request is made for it.
+    """
     key = secret.encode() if isinstance(secret, str) else secret
-    hosts = list(dict.fromkeys(hosts))
+    names = list(dict.fromkeys(hosts))
+    refused: dict[str, HostProbeReport] = {}
+    allowed: list[str] = []
+    for h in names:
+        why = directory.refusal(h) if hasattr(directory, "refusal") else None
+        if why:
+            refused[h] = not_probed(h, why)
+        elif len(allowed) >= max_hosts:
+            refused[h] = not_probed(h, f"not probed: only the first {max_hosts} hosts of one request are probed")
+        else:
+            allowed.append(h)
+    hosts = allowed
     if not hosts:
-        return {}
+        return {h: refused[h] for h in names}
     budget = agent_budget(deadline_s)
 
     def one(host: str) -> HostProbeReport:
         body = build_body(probes, (gpus_by_host or {}).get(host), window, job_id, (job_gpus_by_host or {}).get(host),
                           (job_pids_by_host or {}).get(host), budget)
-        return call_agent(host, directory.url_for(host), key, "POST", "/v1/probe", body, deadline_s)
+        policy = directory.policy if getattr(directory, "templated", lambda _h: False)(host) else None
+        return call_agent(host, directory.url_for(host), key, "POST", "/v1/probe", body, deadline_s, policy)
 
     reports: dict[str, HostProbeReport] = {}
     pool = ThreadPoolExecutor(max_workers=min(len(hosts), MAX_PARALLEL), thread_name_prefix="probe")
@@ -224,10 +289,15 @@ def probe_hosts(
                                                 f"{host} did not answer in {deadline_s:g} s", int(deadline_s * 1000))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    return {h: reports[h] for h in hosts}
+    reports.update(refused)
+    return {h: reports[h] for h in names}
 
 
 def fetch_catalogue(directory: AgentDirectory, host: str, secret: bytes | str, deadline_s: float = 3.0) -> HostProbeReport:
     """GET /v1/probes: which probes the agent offers and what each needs."""
     key = secret.encode() if isinstance(secret, str) else secret
-    return call_agent(host, directory.url_for(host), key, "GET", "/v1/probes", b"", deadline_s)
+    why = directory.refusal(host)
+    if why:
+        return not_probed(host, why)
+    policy = directory.policy if directory.templated(host) else None
+    return call_agent(host, directory.url_for(host), key, "GET", "/v1/probes", b"", deadline_s, policy)

@@ -9,7 +9,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from node_agent.auth import sign
+from node_agent.auth import request_headers
 from node_agent.testing import RunningAgent
 
 SECRET = "test-secret-0123456789abcdef"
@@ -28,9 +28,11 @@ def request(url: str, method: str, path: str, body: bytes = b"", headers: dict[s
     return resp.status, json.loads(raw) if raw else {}
 
 
-def signed(body: bytes, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
-    stamp = str(int(time.time()) if ts is None else ts)
-    return {"X-Triage-Timestamp": stamp, "X-Triage-Signature": sign(secret.encode(), stamp, body),
+def signed(body: bytes, secret: str = SECRET, ts: int | None = None, method: str = "POST",
+           path: str = "/v1/probe", host: str = "127.0.0.1", nonce: str | None = None) -> dict[str, str]:
+    """Scheme v2 headers: method, path, the host meant, timestamp and a fresh nonce are signed."""
+    now = time.time() if ts is None else ts
+    return {**request_headers(secret.encode(), method, path, host, body, now=now, nonce=nonce),
             "Content-Type": "application/json"}
 
 

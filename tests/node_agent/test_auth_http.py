@@ -35,7 +35,8 @@ def test_healthz_needs_no_auth_and_says_nothing(agents):
         ("stale", "outside the 300 s window"),
         ("future", "outside the 300 s window"),
         ("tampered", "signature mismatch"),
-        ({"X-Triage-Timestamp": "soon", "X-Triage-Signature": "v1=00"}, "not unix seconds"),
+        ({"X-Triage-Timestamp": "soon", "X-Triage-Signature": "v2=00", "X-Triage-Host": "127.0.0.1",
+              "X-Triage-Nonce": "0123456789abcdef"}, "not unix seconds"),
     ],
 )
 def test_bad_signatures_are_rejected_and_logged(agents, headers, detail):
@@ -73,7 +74,7 @@ def test_catalogue_requires_auth(agents):
     status, answer = request(agent.url, "GET", "/v1/probes")
     assert status == 401
     _assert_no_data(answer)
-    status, answer = request(agent.url, "GET", "/v1/probes", headers=signed(b""))
+    status, answer = request(agent.url, "GET", "/v1/probes", headers=signed(b"", method="GET", path="/v1/probes"))
     assert status == 200
     names = [p["name"] for p in answer["probes"]]
     assert names == ["inventory", "processes", "ecc", "xid", "thermal", "pcie", "nvlink", "fabric", "infiniband", "host"]
@@ -152,7 +153,7 @@ def test_secret_from_env_and_listen_from_config_file(tmp_path):
     try:
         assert agent.url.startswith("http://127.0.0.3:")
         body = json.dumps({"probes": ["host"]}).encode()
-        status, answer = request(agent.url, "POST", "/v1/probe", body, signed(body))
+        status, answer = request(agent.url, "POST", "/v1/probe", body, signed(body, host="gpu-node-03"))
         assert status == 200 and answer["host"] == "gpu-node-03" and answer["simulated"] is True
     finally:
         agent.stop()

@@ -22,6 +22,15 @@ class Fleet:
     template: str
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _allow_loopback_agents() -> Iterator[None]:
+    # the fleet's agents run on 127.0.0.x, which the probe client refuses unless explicitly allowed
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRIAGE_AGENT_ALLOW", "127.0.0.0/8")
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     base = tmp_path_factory.mktemp("fleet")
