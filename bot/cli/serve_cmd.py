@@ -34,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
     # Workers scan logs (CPU) while HTTP threads must ack Slack within 3 s: hand the GIL over every
     # 1 ms instead of 5 ms so an ack never queues behind a long stretch of scanning.
     sys.setswitchinterval(0.001)
+    from bot import logsafe
+
+    logsafe.install()  # before the first record: every line redacted and bounded, no request body
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackApiError

@@ -130,8 +130,10 @@ def probe_host_lines(probes: dict[str, Any]) -> list[HostProbe]:
 
 def build_answer(report: Report, *, incident_id: int, version: int, job: str | None = None,
                  recurrence: list[str] | None = None, probes_enabled: bool = False,
-                 extra_warnings: list[str] | None = None, changes: list[str] | None = None) -> Answer:
-    """The answer for the top diagnosis. `report` must have at least one diagnosis."""
+                 extra_warnings: list[str] | None = None, changes: list[str] | None = None,
+                 redactions: int = 0) -> Answer:
+    """The answer for the top diagnosis. `report` must have at least one diagnosis. `redactions`:
+    secrets removed from the incident's evidence, told to the people who pasted it (one short line)."""
     top = report.diagnoses[0]
     initiating = started_by(report)
     evidence = [
@@ -145,6 +147,8 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
         tag = {Level.DOWNSTREAM: "downstream", Level.SECONDARY: f"explained by {d.explained_by}"}.get(d.level, "")
         also.append(f"{d.signature} ×{d.evidence_count}" + (f" ({tag})" if tag else ""))
     warnings = [redact(w) for w in (extra_warnings or []) + list(report.warnings)][:8]
+    if redactions:
+        warnings.insert(0, redaction_note(redactions))
     if top.level != Level.INITIATING:
         warnings.insert(0, "Only downstream reports were found: the cause may be in a log that is not here "
                            "(the failing rank's own log, or the host's kernel log).")
@@ -174,6 +178,10 @@ def build_answer(report: Report, *, incident_id: int, version: int, job: str | N
         probes_enabled=probes_enabled,
         changes=list(changes or []),
     )
+
+
+def redaction_note(count: int) -> str:
+    return f"{count} secret{'s' if count != 1 else ''} redacted from the pasted text."
 
 
 # -- the next action, made concrete ----------------------------------------------------------------

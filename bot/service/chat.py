@@ -239,9 +239,7 @@ class ChatFlows:
                     origin=origin, channel=msg.channel, thread_ts=thread, requester=msg.user, team=msg.team)
                 answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more + probe_notes,
                                            new_pieces=pieces, probe_run=run)
-                ts = self.wf.chat.post_answer(msg.channel, thread, answer)
-                self.wf.store.update_incident(incident.id, summary_ts=ts)
-                incident.summary_ts = ts
+                self.wf.post_card(incident, thread, answer)
                 return Outcome(incident, answer, report, [], True)
             finally:
                 if reacted:
@@ -275,6 +273,12 @@ class ChatFlows:
             pieces, notes = self.gather(msg, "reply", f"reply {n}", taken, explicit)
             known = {e.sha256 for e in existing}
             pieces = [p for p in pieces if p.sha256 not in known]  # the same paste twice adds nothing
+            if incident.summary_ts is None:
+                # A diagnosis is stored but its answer never reached the thread (the bot died or Slack
+                # refused it past the deadline): post it now, whatever this message adds.
+                return self.wf.rediagnose(incident, pieces, trigger="follow-up", force_post=False)
+            if not pieces and msg.ts == incident.thread_ts and incident.summary_ts:
+                return None  # the incident's own message again (a resumed work item): answered already
             if notes:
                 self.wf.chat.post_notice(msg.channel, msg.root, "\n".join(f":warning: {esc(redact(x))}" for x in notes))
             if not pieces and not explicit:
@@ -343,8 +347,7 @@ class ChatFlows:
                                                             team=mention.team)
                 answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more,
                                            new_pieces=pieces, probe_run=run)
-                ts = self.wf.chat.post_answer(mention.channel, thread, answer)
-                self.wf.store.update_incident(incident.id, summary_ts=ts)
+                self.wf.post_card(incident, thread, answer)
                 return Outcome(incident, answer, report, [], True)
             finally:
                 self.wf.chat.unreact(mention.channel, mention.ts, PROGRESS)

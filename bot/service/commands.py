@@ -81,8 +81,7 @@ class SlashFlows:
             report, more, run = self.wf.probe(report)
             answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more, new_pieces=[piece],
                                        probe_run=run)
-            summary = self.wf.chat.post_answer(channel, ts, answer)
-            self.wf.store.update_incident(incident.id, summary_ts=summary)
+            self.wf.post_card(incident, ts, answer)
             self.wf.chat.update_headline(channel, ts, headline_for(answer, subj, cmd.user))
 
     def job(self, cmd: SlashIn, text: str, where: Where | None) -> bool:

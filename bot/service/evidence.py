@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import Report
-from bot.redact import redact, redact_bytes
+from bot.redact import MASK, redact, redact_bytes, redact_text
 from bot.store import EvidenceRecord, NewEvidence
 
 from .unpack import unpack_small
@@ -61,12 +61,18 @@ def prepare(kind: str, name: str, raw: bytes, *, author: str | None = None,
         red = redact_bytes(un.data)
         piece.data = red.text.encode("utf-8")
         piece.kept = True
-        piece.redactions = red.count
+        # Text that reached here through the work table was redacted when it was queued (the store
+        # never holds a secret): its masks count too, so the answer can still say how many went.
+        piece.redactions = red.count + un.data.count(MASK.encode())
     return piece
 
 
 def excerpt_for(piece_name: str, report: Report) -> str:
-    """The matched lines of one source with their context, for items too big to keep whole."""
+    """The matched lines of one source with their context (redacted), for items too big to keep whole."""
+    return redact(_matched_lines(piece_name, report))[:EXCERPT_MAX_CHARS]
+
+
+def _matched_lines(piece_name: str, report: Report) -> str:
     out: list[str] = []
     seen: set[int] = set()
     for d in report.diagnoses:
@@ -78,19 +84,22 @@ def excerpt_for(piece_name: str, report: Report) -> str:
             out.append(ev.text)
             out.extend(ev.after)
             out.append("")
-    text = redact("\n".join(out))
-    return text[:EXCERPT_MAX_CHARS]
+    return "\n".join(out)
 
 
 def to_record(piece: Piece, report: Report) -> NewEvidence:
+    redactions, excerpt = piece.redactions, None
+    if not piece.kept:  # the big item was not redacted whole: count what its excerpt lost
+        red = redact_text(_matched_lines(piece.name, report))
+        redactions, excerpt = red.count, red.text[:EXCERPT_MAX_CHARS]
     return NewEvidence(
         kind=piece.kind,
         name=piece.name,
         size=piece.size,
         sha256=piece.sha256,
-        redactions=piece.redactions,
+        redactions=redactions,
         text=piece.data.decode("utf-8", "replace") if piece.kept else None,
-        excerpt=None if piece.kept else excerpt_for(piece.name, report),
+        excerpt=excerpt,
         author=piece.author,
         ref=piece.ref,
     )

@@ -21,10 +21,10 @@ from typing import Any
 from bot.store import Incident
 from node_agent.auth import HEADER_SIGNATURE, HEADER_TIMESTAMP, AuthError, ReplayCache, verify
 
-from .inputs import Where
 from .jobs import JobEvent, JobFlows, parse_nodes
-from .pool import BoundedPool, PoolBusy
+from .pool import PoolBusy
 from .routing import Routes
+from .work import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,9 @@ def parse_event(body: bytes) -> JobEvent:
 
 
 class JobHooks:
-    def __init__(self, jobs: JobFlows, pool: BoundedPool, routes: Routes, secret: bytes | None) -> None:
+    def __init__(self, jobs: JobFlows, work: WorkQueue, routes: Routes, secret: bytes | None) -> None:
         self.jobs = jobs
-        self.pool = pool
+        self.work = work
         self.routes = routes
         self.secret = secret
         self.replays = ReplayCache()
@@ -110,6 +110,10 @@ class JobHooks:
             # is the scheduler's way of not losing the job, so try again.
             store.update_incident(existing.id, state="diagnosing")
             return self._submit(existing, event, existing.channel or "", retry=True)
+        if existing is not None and existing.state == "diagnosing" and not existing.summary_ts \
+                and not store.has_open_work(work_key(existing, event)):
+            # Opened, but its work never got queued (the bot died in between): queue it now.
+            return self._submit(existing, event, existing.channel or "", retry=True)
         if existing is not None:
             return HookResponse(200, {"incident": existing.id, "status": "exists", "state": existing.state})
         channel = self.routes.channel_for(event.routing_fields())
@@ -123,14 +127,45 @@ class JobHooks:
         return self._submit(incident, event, channel)
 
     def _submit(self, incident: Incident, event: JobEvent, channel: str, retry: bool = False) -> HookResponse:
+        store = self.jobs.wf.store
         try:
-            where = Where(channel=channel)
-            self.pool.submit(self.jobs.run, incident, event, where, where=where)
+            self.work.submit("hook", {"incident": incident.id, "event": event.to_dict()},
+                             [work_key(incident, event, store)])
         except PoolBusy as exc:
             if retry:
-                self.jobs.wf.store.update_incident(incident.id, state="error")
+                store.update_incident(incident.id, state="error")
             else:
-                self.jobs.wf.store.delete_incident(incident.id)  # let the scheduler's retry open it later
+                store.delete_incident(incident.id)  # let the scheduler's retry open it later
             return HookResponse(503, {"error": f"busy: {exc}; retry later"})
         return HookResponse(202, {"incident": incident.id, "status": "retrying" if retry else "accepted",
                                   "channel": channel})
+
+    def resume_orphans(self) -> int:
+        """At start: webhook incidents still diagnosing with no queued work (the bot died between
+        opening one and queueing it) are queued again. Returns how many."""
+        store = self.jobs.wf.store
+        n = 0
+        for row in store.query("SELECT id FROM incidents WHERE origin = 'webhook' AND state = 'diagnosing'"
+                               " AND summary_ts IS NULL"):
+            incident = store.get_incident(row["id"])
+            if incident is None or not incident.job:
+                continue
+            event = JobEvent(**incident.job)
+            if store.has_open_work(work_key(incident, event)):
+                continue
+            try:
+                self.work.submit("hook", {"incident": incident.id, "event": event.to_dict()},
+                                 [work_key(incident, event, store)])
+                n += 1
+            except PoolBusy:
+                break
+        return n
+
+
+def work_key(incident: Incident, event: JobEvent, store: Any = None) -> str:
+    """hook:<event_id>, then hook:<event_id>:<n> for a retry of an attempt that failed for good."""
+    base = f"hook:{event.event_id or incident.hook_event_id or incident.id}"
+    if store is None or not store.seen_event(base):
+        return base
+    n = 1 + len(store.query("SELECT 1 FROM work WHERE key LIKE ?", [base + ":%"]))
+    return f"{base}:{n}"

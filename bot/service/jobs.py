@@ -80,6 +80,23 @@ class JobFlows:
     def __init__(self, wf: Workflow) -> None:
         self.wf = wf
 
+    def run_work(self, payload: dict[str, Any], attempt: int = 1) -> None:
+        """A queued webhook job (bot.service.work): resumed after a crash, it carries on from what the
+        store says was done (headline posted, answer posted) instead of posting twice."""
+        incident = self.wf.store.get_incident(int(payload["incident"]))
+        if incident is None:
+            return
+        if incident.summary_ts or incident.state == "no-failure":
+            return  # answered already (the process died between the answer and marking the work done)
+        if attempt > 1 or incident.state == "error":
+            self.wf.store.update_incident(incident.id, state="diagnosing")
+        where = Where(channel=incident.channel, thread_ts=incident.thread_ts)
+        try:
+            self.run(incident, JobEvent(**payload["event"]), where)
+        except Exception as exc:
+            exc.triage_where = where  # type: ignore[attr-defined]  # where the error is told
+            raise
+
     def run(self, incident: Incident, event: JobEvent, where: Where | None = None,
             job: JobInfo | None = None) -> None:
         try:
@@ -136,9 +153,7 @@ class JobFlows:
                 return
             answer, _ = wf.record(incident, report, trigger="initial", notes=notes, new_pieces=pieces,
                                   probe_run=run, job_summary=subj, job_nodes=event.nodes or None)
-            ts = wf.chat.post_answer(channel, thread, answer)
-            wf.store.update_incident(incident.id, summary_ts=ts)
-            incident.summary_ts = ts
+            wf.post_card(incident, thread, answer)
             wf.chat.update_headline(channel, incident.headline_ts or "",
                                     headline_for(answer, subj, requester=event.requester))
 

@@ -22,7 +22,7 @@ class BoundedPool:
         self.workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="triage-worker")
         self._slots = threading.BoundedSemaphore(workers + queue_max)
-        self._on_error = on_error
+        self.on_error = on_error
         self._inflight = 0
         self._idle = threading.Condition()
 
@@ -36,9 +36,9 @@ class BoundedPool:
             try:
                 return fn(*args)
             except BaseException as exc:
-                if self._on_error is not None:
+                if self.on_error is not None:
                     try:
-                        self._on_error(exc, where)
+                        self.on_error(exc, where)
                     except Exception:
                         log.exception("error handler failed")
                 else:

@@ -7,6 +7,7 @@ order of things: engine → probes → store → Slack, and what a re-diagnosis 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -176,6 +177,7 @@ class Workflow:
             report, incident_id=incident.id, version=version, job=job_summary,
             recurrence=recurrence_lines(self.store, hosts, top.signature, incident.id),
             probes_enabled=self.prober.enabled, extra_warnings=notes,
+            redactions=self.redactions(incident.id),
         )
         answer.feedback = list(feedback or (previous.feedback if previous else []))
         changes = what_changed(previous, answer)
@@ -185,6 +187,76 @@ class Workflow:
                                  changes=changes, hosts=hosts)
         incident.version = version
         return answer, changes
+
+    def redactions(self, incident_id: int) -> int:
+        """Secrets removed from the incident's evidence so far (the answer tells the thread)."""
+        rows = self.store.query("SELECT COALESCE(SUM(redactions), 0) AS n FROM evidence WHERE incident_id = ?",
+                                [incident_id])
+        return int(rows[0]["n"]) if rows else 0
+
+    # -- the answer card on Slack ----------------------------------------------------------------
+
+    def post_card(self, incident: Incident, thread_ts: str | None, answer: Answer) -> str:
+        """Post the answer in the thread; the incident remembers the message and the version it shows."""
+        ts = self._posted_before(incident, thread_ts) if incident.card_version == 0 else None
+        if ts is not None:  # a previous attempt posted it and died before noting it: edit that one
+            self.chat.update_answer(incident.channel or "", ts, answer)
+        else:
+            # card_version 0 = "a post may be under way": a resumed attempt looks in the thread first.
+            self.store.update_incident(incident.id, card_version=0)
+            ts = self.chat.post_answer(incident.channel or "", thread_ts, answer)
+        self.store.update_incident(incident.id, summary_ts=ts, card_version=answer.version)
+        incident.summary_ts, incident.card_version = ts, answer.version
+        return ts
+
+    def _posted_before(self, incident: Incident, thread_ts: str | None) -> str | None:
+        """The ts of this incident's answer if it is in the thread already (found by its footer)."""
+        if not (incident.channel and thread_ts):
+            return None
+        mark = f"Incident #{incident.id} \u00b7 diagnosis v"
+        try:
+            me = self.chat.identity()
+            for m in self.chat.thread_messages(incident.channel, thread_ts):
+                mine = m.get("bot_id") and m.get("bot_id") == me.get("bot_id") or m.get("user") == me.get("user_id")
+                if mine and mark in json.dumps(m.get("blocks") or [], ensure_ascii=False):
+                    return str(m["ts"])
+        except Exception as exc:
+            log.info("could not read thread %s to find an earlier answer: %s", thread_ts, exc)
+        return None
+
+    def update_card(self, incident: Incident, answer: Answer) -> bool:
+        """Edit the answer to `answer`. A refusal that outlived the retries leaves the card marked
+        stale (card_version behind): the repair sweep and the next touch bring it up to date."""
+        try:
+            self.chat.update_answer(incident.channel or "", incident.summary_ts or "", answer)
+        except Exception as exc:
+            log.warning("chat.update of incident %s failed (%s); the card will be repaired from the store",
+                        incident.id, exc)
+            return False
+        self.store.update_incident(incident.id, card_version=answer.version)
+        incident.card_version = answer.version
+        return True
+
+    def repair_cards(self, limit: int = 50) -> int:
+        """Bring every card that shows an older diagnosis than the store up to date. Returns how many."""
+        fixed = 0
+        for incident in self.store.stale_cards(limit):
+            with self.locks.hold(f"{incident.channel}:{incident.thread_ts}"):
+                current = self.store.get_incident(incident.id)
+                if current is None or not current.summary_ts:
+                    continue
+                answer = self.previous_answer(current)
+                if answer is None or (current.card_version or 0) >= answer.version:
+                    continue
+                if self.update_card(current, answer):
+                    fixed += 1
+                    if current.headline_ts:
+                        try:
+                            self.chat.update_headline(current.channel or "", current.headline_ts,
+                                                      headline_for(answer, current.subject, current.requester))
+                        except Exception as exc:
+                            log.info("headline of incident %s not updated: %s", current.id, exc)
+        return fixed
 
     def load_pieces(self, incident: Incident) -> list[Piece]:
         """Every stored evidence item, re-fetched from Slack / the job's files when only an excerpt was kept."""
@@ -247,13 +319,12 @@ class Workflow:
                                       job_summary=previous.job if previous else (incident.subject if incident.job_id else None),
                                       job_nodes=job_nodes, previous=previous)
         changed = bool(changes) or previous is None
+        stale = incident.card_version is not None and incident.card_version < incident.version - 1
         if incident.summary_ts and incident.channel:
-            if changed:
-                self.chat.update_answer(incident.channel, incident.summary_ts, answer)
+            if changed or stale:  # a card left on an older diagnosis is repaired on this touch
+                self.update_card(incident, answer)
         elif incident.channel:
-            ts = self.chat.post_answer(incident.channel, incident.thread_ts, answer)
-            self.store.update_incident(incident.id, summary_ts=ts)
-            incident.summary_ts = ts
+            self.post_card(incident, incident.thread_ts, answer)
         if incident.headline_ts and changed and incident.channel:
             self.chat.update_headline(incident.channel, incident.headline_ts,
                                       headline_for(answer, incident.subject, incident.requester))

@@ -36,7 +36,9 @@ def build_app(settings: Settings, deps: Deps) -> App:
         signing_secret=settings.signing_secret,
         # Socket Mode requests arrive over the app-token websocket and carry no signature.
         request_verification_enabled=settings.signing_secret is not None,
-        process_before_response=False,
+        # The listener runs before Bolt answers: it commits the work item (bot.service.work) and
+        # only then does the ack leave, so nothing Slack was told "received" is lost in a crash.
+        process_before_response=True,
         listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="bolt-listener"),
         logger=logging.getLogger("bot.slack.bolt"),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from slack_sdk import WebClient
+from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryHandler, RetryState
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -12,6 +13,27 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from .settings import Settings
+
+WRITE_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove",
+                 "files.getUploadURLExternal", "files.completeUploadExternal")
+
+
+class ReadRetry(RetryHandler):
+    """A built-in handler that stays out of the way for writes (the gateway retries those)."""
+
+    def __init__(self, inner: RetryHandler) -> None:
+        super().__init__(max_retry_count=inner.max_retry_count, interval_calculator=inner.interval_calculator)
+        self.inner = inner
+
+    def _can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
+                   error: Exception | None = None) -> bool:
+        if any(request.url.rstrip("/").endswith(m) for m in WRITE_METHODS):
+            return False
+        return self.inner._can_retry(state=state, request=request, response=response, error=error)
+
+    def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
+                                 response: HttpResponse | None = None, error: Exception | None = None) -> None:
+        self.inner.prepare_for_next_attempt(state=state, request=request, response=response, error=error)
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -22,10 +44,10 @@ def make_web_client(settings: Settings, logger: logging.Logger | None = None) ->
         base_url=settings.api_url or DEFAULT_API_URL,
         timeout=30,
         logger=logger,
-        retry_handlers=[
-            # 429: sleeps for Retry-After then retries (chat.postMessage is ~1/s per channel).
-            RateLimitErrorRetryHandler(max_retry_count=3),
-            ServerErrorRetryHandler(max_retry_count=2),
-            ConnectionErrorRetryHandler(max_retry_count=2),
-        ],
+        # Reads (files.info, conversations.replies, auth.test) get a few quick retries here; writes
+        # are retried up to a deadline by SlackGateway._write, so these handlers must not retry them
+        # as well (a retry of a retry multiplies the waits).
+        retry_handlers=[ReadRetry(RateLimitErrorRetryHandler(max_retry_count=3)),
+                        ReadRetry(ServerErrorRetryHandler(max_retry_count=2)),
+                        ReadRetry(ConnectionErrorRetryHandler(max_retry_count=2))],
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -26,12 +27,48 @@ from .payloads import bot_post_text
 log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT_S = 120
+WRITE_DEADLINE_S = 600  # a Slack write is retried (429 Retry-After, 5xx and network backoff) this long
+BACKOFF_MAX_S = 30
+REACTION_DEADLINE_S = 20  # progress marks are best effort: never hold a worker long
+TEXT_FORM_MAX = 3900
+_LAYOUT_ERRORS = {"msg_too_long", "invalid_blocks", "invalid_blocks_format", "invalid_attachments"}
+_TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+
+
+def _block_texts(blocks: Any) -> list[str]:
+    """The mrkdwn/plain text inside Block Kit blocks, in order (the answer's text-only form)."""
+    out: list[str] = []
+    for b in blocks or []:
+        d = b.to_dict() if hasattr(b, "to_dict") else b
+        if not isinstance(d, dict):
+            continue
+        for key in ("text",):
+            t = d.get(key)
+            if isinstance(t, dict) and t.get("text"):
+                out.append(str(t["text"]))
+        for f in d.get("fields") or []:
+            if isinstance(f, dict) and f.get("text"):
+                out.append(str(f["text"]))
+        for e in d.get("elements") or []:
+            if isinstance(e, dict) and e.get("type") in ("mrkdwn", "plain_text") and e.get("text"):
+                out.append(str(e["text"]))
+    return out
+
+
+def text_form(text: str, blocks: Any, limit: int = TEXT_FORM_MAX) -> str:
+    """What a message says without its layout: its blocks' texts (or its fallback text), clipped."""
+    body = "\n".join(_block_texts(blocks)) or text
+    return bk.clip(body, limit)
 
 
 class SlackGateway:
-    def __init__(self, client: WebClient, download_hosts: set[str]) -> None:
+    def __init__(self, client: WebClient, download_hosts: set[str], *, write_deadline_s: float = WRITE_DEADLINE_S,
+                 sleep: Any = time.sleep) -> None:
         self.client = client
         self.download_hosts = download_hosts
+        self.write_deadline_s = write_deadline_s
+        self.backoff_base_s = 1.0  # first wait after a 5xx or network error; doubles up to BACKOFF_MAX_S
+        self._sleep = sleep
         self._identity: dict[str, Any] | None = None
         self._identity_lock = threading.Lock()
 
@@ -58,35 +95,82 @@ class SlackGateway:
             return None
         return f"{base.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
 
+    # -- the outbox: every write goes through here ----------------------------------------------------
+
+    def _write(self, method: str, deadline_s: float | None = None, **kw: Any) -> Any:
+        """Call a Web API write, retried until WRITE_DEADLINE_S: 429 after its Retry-After, 5xx and
+        network errors with exponential backoff. A message Slack refuses for its layout or length
+        (`msg_too_long`, `invalid_blocks`) is sent again in its text-only form. Other refusals raise."""
+        fn = getattr(self.client, method)
+        limit_s = self.write_deadline_s if deadline_s is None else min(deadline_s, self.write_deadline_s)
+        deadline = time.monotonic() + limit_s
+        backoff = self.backoff_base_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn(**kw)
+            except SlackApiError as exc:
+                resp = exc.response
+                status = getattr(resp, "status_code", 200) or 200
+                code = resp.get("error", "") if resp is not None else ""
+                if code in _LAYOUT_ERRORS and (kw.get("blocks") or len(kw.get("text") or "") > TEXT_FORM_MAX // 2):
+                    log.warning("%s refused (%s): sending its text-only form", method, code)
+                    limit = TEXT_FORM_MAX if kw.get("blocks") else TEXT_FORM_MAX // 2
+                    kw = {**kw, "blocks": [] if method == "chat_update" else None, "text": text_form(kw.get("text") or "", kw.get("blocks"), limit)}
+                    continue
+                if status == 429 or code == "ratelimited":
+                    headers = getattr(resp, "headers", None) or {}
+                    raw = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+                    raw = raw[0] if isinstance(raw, list) else raw
+                    if raw and str(raw).isascii() and str(raw).isdigit():
+                        wait = float(raw)
+                    else:
+                        wait, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
+                elif status >= 500 or code in _TRANSIENT_ERRORS:
+                    wait, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
+                else:
+                    raise
+                err: Exception = exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+                wait, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
+                err = exc
+            if time.monotonic() + wait > deadline:
+                log.error("%s failed for %.0f s (%d attempts), giving up: %s", method, limit_s,
+                          attempt, err)
+                raise err
+            log.info("%s failed (%s), attempt %d; retrying in %.1f s", method, err, attempt, wait)
+            self._sleep(wait)
+
     # -- messages -----------------------------------------------------------------------------
 
     def post_answer(self, channel: str, thread_ts: str | None, answer: Answer) -> str:
-        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.answer_text(answer),
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.answer_text(answer),
                                             blocks=bk.answer_blocks(answer), unfurl_links=False, unfurl_media=False)
         return str(resp["ts"])
 
     def update_answer(self, channel: str, ts: str, answer: Answer) -> None:
-        self.client.chat_update(channel=channel, ts=ts, text=bk.answer_text(answer), blocks=bk.answer_blocks(answer))
+        self._write("chat_update", channel=channel, ts=ts, text=bk.answer_text(answer), blocks=bk.answer_blocks(answer))
 
     def post_headline(self, channel: str, headline: Headline) -> tuple[str, str]:
         """Post the channel message; returns (channel id, ts): `channel` may be a #name."""
-        resp = self.client.chat_postMessage(channel=channel, text=bk.headline_text(headline),
+        resp = self._write("chat_postMessage", channel=channel, text=bk.headline_text(headline),
                                             blocks=bk.headline_blocks(headline), unfurl_links=False)
         return str(resp["channel"]), str(resp["ts"])
 
     def update_headline(self, channel: str, ts: str, headline: Headline) -> None:
-        self.client.chat_update(channel=channel, ts=ts, text=bk.headline_text(headline),
+        self._write("chat_update", channel=channel, ts=ts, text=bk.headline_text(headline),
                                 blocks=bk.headline_blocks(headline))
 
     def post_changes(self, channel: str, thread_ts: str, changes: list[str], answer: Answer) -> str:
-        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts,
                                             text=bk.clip(bk.changes_text(changes, answer), 3000),
                                             blocks=bk.changes_blocks(changes, answer))
         return str(resp["ts"])
 
     def post_details(self, channel: str, thread_ts: str | None, answer: Answer) -> str:
         """"Show details": evidence, causes and probes as a reply in the thread."""
-        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.details_text(answer),
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.details_text(answer),
                                             blocks=bk.details_blocks(answer), unfurl_links=False, unfurl_media=False)
         return str(resp["ts"])
 
@@ -95,14 +179,14 @@ class SlackGateway:
         if not text.strip():  # nothing to say is said by not posting (Slack refuses empty blocks)
             log.info("not posting an empty notice in %s", channel)
             return ""
-        resp = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=bk.clip(text, 3000),
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.clip(text, 3000),
                                             blocks=bk.notice_blocks(text), unfurl_links=False)
         return str(resp["ts"])
 
     def post_ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
         if not text.strip():
             return
-        self.client.chat_postEphemeral(channel=channel, user=user, text=bk.clip(text, 3000), thread_ts=thread_ts)
+        self._write("chat_postEphemeral", channel=channel, user=user, text=bk.clip(text, 3000), thread_ts=thread_ts)
 
     def respond(self, response_url: str, text: str, ephemeral: bool = True) -> None:
         """Reply through a slash command's / shortcut's response_url (works where the bot is not a member)."""
@@ -115,13 +199,13 @@ class SlackGateway:
 
     def react(self, channel: str, ts: str, name: str) -> None:
         try:
-            self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+            self._write("reactions_add", deadline_s=REACTION_DEADLINE_S, channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:  # already_reacted, missing scope: progress marks are best effort
             log.info("reactions.add %s failed: %s", name, exc.response.get("error"))
 
     def unreact(self, channel: str, ts: str, name: str) -> None:
         try:
-            self.client.reactions_remove(channel=channel, timestamp=ts, name=name)
+            self._write("reactions_remove", deadline_s=REACTION_DEADLINE_S, channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:
             log.info("reactions.remove %s failed: %s", name, exc.response.get("error"))
 
@@ -158,7 +242,7 @@ class SlackGateway:
 
     def upload_text(self, channel: str, thread_ts: str | None, filename: str, title: str, content: str,
                     comment: str | None = None) -> None:
-        self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, filename=filename, title=title,
+        self._write("files_upload_v2", channel=channel, thread_ts=thread_ts, filename=filename, title=title,
                                     content=content, initial_comment=comment)
 
     def thread_messages(self, channel: str, thread_ts: str, limit: int = 200) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any
 
+from bot import logsafe
 from bot.service import Limits, Prober, Routes, TriageService, build_service
 from bot.service.engine_gate import warm_up
 from bot.service.jobsource import load_job_source
@@ -29,10 +30,12 @@ from .settings import Settings, SettingsError
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 6 * 3600
+REPAIR_EVERY_S = 30
 
 
 class TriageBot:
     def __init__(self, settings: Settings, *, warm: bool = True) -> None:
+        logsafe.install()  # no request body, no secret and no megabyte line in any log record
         self.settings = settings
         self.store = Store.open(settings.db_path)
         self.client = make_web_client(settings)
@@ -63,7 +66,7 @@ class TriageBot:
         self.service: TriageService = build_service(
             store=self.store, chat=self.gateway, prober=self.prober, job_source=load_job_source(settings.job_source),
             limits=Limits(settings.max_upload_bytes, settings.max_unpacked_bytes), routes=routes,
-            webhook_secret=secret, pool=self.pool)
+            webhook_secret=secret, pool=self.pool, queue_max=settings.queue_max)
         self.app = build_app(settings, Deps(self.service, self.gateway, self.errors, settings.bot_sources))
         self.servers: list[TriageHTTPServer] = []
         self._socket: Any = None
@@ -71,6 +74,13 @@ class TriageBot:
         if warm:
             warm_up()
         threading.Thread(target=self._retention_loop, name="triage-retention", daemon=True).start()
+        # Unfinished work of a previous process (killed mid-burst) resumes now; webhook incidents
+        # opened but never queued are queued; cards left on an old diagnosis are repaired.
+        self.service.work.start()
+        resumed = self.service.hooks.resume_orphans()
+        if resumed:
+            log.info("queued %d webhook incident(s) that were opened but never queued", resumed)
+        threading.Thread(target=self._repair_loop, name="triage-repair", daemon=True).start()
 
     def health(self) -> dict[str, Any]:
         try:
@@ -79,6 +89,7 @@ class TriageBot:
         except Exception:
             store_ok = False
         return {"ok": store_ok, "store": store_ok, "inflight": self.pool.inflight,
+                "work": self.store.work_counts() if store_ok else {},
                 "probes": self.prober.enabled, "socket_mode": self._socket is not None}
 
     def _retention_loop(self) -> None:
@@ -92,11 +103,30 @@ class TriageBot:
                 log.exception("retention pass failed")
             self._stop.wait(RETENTION_EVERY_S)
 
+    def _repair_loop(self) -> None:
+        while not self._stop.wait(REPAIR_EVERY_S):
+            try:
+                fixed = self.service.wf.repair_cards()
+                if fixed:
+                    log.info("repaired %d stale answer card(s) from the store", fixed)
+            except Exception:
+                log.exception("card repair pass failed")
+
+    def wait_idle(self, timeout: float | None = 60) -> bool:
+        """Until no work is queued or running (tests)."""
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while time.monotonic() < deadline:
+            if self.service.work.idle() and self.pool.wait_idle(0):
+                return True
+            time.sleep(0.05)
+        return False
+
     def serve_http(self, port: int, host: str = "0.0.0.0", slack: bool = True) -> TriageHTTPServer:
         """Start the HTTP endpoint on a thread (port 0 picks a free one); returns the server."""
         if slack:
             self.settings.require_http()
-        server = TriageHTTPServer((host, port), self.app if slack else None, self.service.hooks, self.health)
+        server = TriageHTTPServer((host, port), self.app if slack else None, self.service.hooks, self.health,
+                                  signing_secret=self.settings.signing_secret if slack else None)
         server.start()
         self.servers.append(server)
         log.info("listening on %s (%s)", server.url, "Slack events + hooks" if slack else "hooks + healthz")
@@ -125,6 +155,7 @@ class TriageBot:
             except Exception:
                 log.exception("closing Socket Mode")
         t0 = time.monotonic()
+        self.service.work.stop()  # what is still queued stays in the store for the next start
         self.pool.shutdown(wait=True, timeout=drain_s)
         log.info("stopped (drained the worker pool in %.1f s)", time.monotonic() - t0)
         self.store.close()

@@ -77,7 +77,31 @@ class Settings:
                 raise SettingsError(f"{name}={raw!r} must be at least {lo}")
             return value
 
-        token = get("SLACK_BOT_TOKEN")
+        # systemd credentials (LoadCredential=, deploy/systemd/triage-bot.service): a variable that is set wins;
+        # a blank credential (the unit's SetCredential= default for a secret not installed) counts as unset.
+        creds_dir = get("CREDENTIALS_DIRECTORY")
+
+        def credential_file(name: str) -> str | None:
+            if not creds_dir:
+                return None
+            path = os.path.join(creds_dir, name)
+            try:
+                with open(path, "rb") as fh:
+                    return path if fh.read(1 << 16).strip() else None
+            except OSError:
+                return None
+
+        def credential(name: str) -> str | None:
+            path = credential_file(name)
+            if path is None:
+                return None
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    return fh.read().strip() or None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SettingsError(f"cannot read the credential {name} in $CREDENTIALS_DIRECTORY: {exc}") from None
+
+        token = get("SLACK_BOT_TOKEN") or credential("slack-bot-token")
         if not token:
             raise SettingsError("SLACK_BOT_TOKEN is not set (the Bot User OAuth Token, xoxb-..., from OAuth & Permissions)")
         api_url = get("SLACK_API_URL")
@@ -97,16 +121,16 @@ class Settings:
                                     "a channel's id is at the bottom of its details, a bot's in its profile")
         return cls(
             bot_token=token,
-            signing_secret=get("SLACK_SIGNING_SECRET"),
-            app_token=get("SLACK_APP_TOKEN"),
+            signing_secret=get("SLACK_SIGNING_SECRET") or credential("slack-signing-secret"),
+            app_token=get("SLACK_APP_TOKEN") or credential("slack-app-token"),
             api_url=api_url,
             db_path=get("TRIAGE_DB") or "triage.db",
             channel=get("TRIAGE_CHANNEL"),
             routes=get("TRIAGE_ROUTES"),
-            webhook_secret_file=get("TRIAGE_WEBHOOK_SECRET_FILE"),
+            webhook_secret_file=get("TRIAGE_WEBHOOK_SECRET_FILE") or credential_file("webhook-secret"),
             agent_url=get("TRIAGE_AGENT_URL"),
             agent_map=get("TRIAGE_AGENT_MAP"),
-            agent_secret_file=get("TRIAGE_AGENT_SECRET_FILE"),
+            agent_secret_file=get("TRIAGE_AGENT_SECRET_FILE") or credential_file("agent-secret"),
             probe_deadline_s=float(num("TRIAGE_PROBE_DEADLINE_S", 3.0, float, 0.1)),
             job_source=job_source,
             max_upload_mb=max_upload,

@@ -121,3 +121,33 @@ def m001_initial(db: Database) -> None:
     # one row per key makes "process once" an atomic INSERT OR IGNORE.
     db["processed_events"].create({"key": str, "created_at": float}, pk="key")
     db["processed_events"].create_index(["created_at"])
+
+
+@migrations()
+def m002_work_and_outbox(db: Database) -> None:
+    # Durable work: every accepted event, command and webhook is a row here before Slack (or the
+    # scheduler) hears "accepted". Workers claim a row with a lease; a row whose lease ran out (its
+    # worker died) is claimed again; rows left queued or running at a crash resume at the next start.
+    db["work"].create(
+        {
+            "id": int,
+            "key": str,  # unique: Slack's event_id / the command's trigger / the webhook's event_id
+            "kind": str,  # message | edit | bot_post | mention | shortcut | slash | hook
+            "payload": str,  # JSON arguments of the flow
+            "fingerprint": str,  # slash commands: team+channel+user+text, for the duplicate window
+            "state": str,  # queued | running | done | failed
+            "attempts": int,
+            "lease_until": float,
+            "created_at": float,
+            "updated_at": float,
+            "error": str,
+        },
+        pk="id",
+    )
+    db["work"].create_index(["key"], unique=True)
+    db["work"].create_index(["state", "lease_until"])
+    db["work"].create_index(["fingerprint", "created_at"])
+    # The card on Slack: which diagnosis version the summary message shows. A chat.update that
+    # failed for good leaves it behind incidents.version; the repair sweep and the next touch of the
+    # incident bring it up to date from the store.
+    db["incidents"].add_column("card_version", int)

@@ -27,6 +27,7 @@ class Incident:
     confidence: float | None = None
     version: int = 0
     hook_event_id: str | None = None
+    card_version: int | None = None
 
 
 @dataclass

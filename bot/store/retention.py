@@ -26,6 +26,8 @@ def prune(store: Store, retention_days: int, now: float | None = None) -> Pruned
             db.execute(f"DELETE FROM {table} WHERE incident_id IN (SELECT id FROM incidents WHERE created_at < ?)",
                        [cutoff])
         db.execute("DELETE FROM incidents WHERE created_at < ?", [cutoff])
+        db.execute("DELETE FROM work WHERE state IN ('done', 'failed') AND updated_at < ?",
+                   [now - EVENT_KEEP_DAYS * DAY])
         events = db.execute("DELETE FROM processed_events WHERE created_at < ?",
                             [now - EVENT_KEEP_DAYS * DAY]).rowcount
     return Pruned(incidents=len(ids), events=events)

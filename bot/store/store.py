@@ -26,6 +26,16 @@ from .models import DiagnosisRecord, EvidenceRecord, Feedback, Incident, NewEvid
 _INCIDENT_JSON = {"job": "job_json", "hosts": "hosts"}
 
 
+def _redact_texts(obj: Any) -> Any:
+    """The free text in a work payload (a message's or a command's `text`) is redacted before it is
+    stored, like evidence; ids, timestamps and URLs stay as they are."""
+    if isinstance(obj, dict):
+        return {k: redact(v) if k == "text" and isinstance(v, str) else _redact_texts(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact_texts(v) for v in obj]
+    return obj
+
+
 class Store:
     def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
         self.db = db
@@ -57,6 +67,83 @@ class Store:
             cur = db.execute("INSERT OR IGNORE INTO processed_events (key, created_at) VALUES (?, ?)",
                              [key, self.clock()])
             return cur.rowcount == 1
+
+    def seen_event(self, key: str) -> bool:
+        """Whether `key` was recorded (a work item holds it, or an event was claimed); reads only."""
+        with self._lock:
+            return bool(self.db.execute("SELECT 1 FROM processed_events WHERE key = ?", [key]).fetchone())
+
+    # -- durable work -------------------------------------------------------------------------
+
+    def enqueue_work(self, kind: str, payload: dict[str, Any], keys: list[str], *,
+                     fingerprint: str | None = None, window_s: float = 0) -> int | None:
+        """Queue one item of work, once: every key in `keys` is recorded with it in one transaction.
+
+        Returns the item's id, or None when a key is known already (Slack's retry of a queued event,
+        a replayed request) or an item with the same `fingerprint` was queued in the last `window_s`.
+        """
+        now = self.clock()
+        data = json.dumps(_redact_texts(payload), default=str)
+        with self._tx() as db:
+            for key in keys:
+                if db.execute("SELECT 1 FROM processed_events WHERE key = ?", [key]).fetchone():
+                    return None
+            if fingerprint and window_s > 0 and db.execute(
+                    "SELECT 1 FROM work WHERE fingerprint = ? AND created_at > ? LIMIT 1",
+                    [fingerprint, now - window_s]).fetchone():
+                return None
+            for key in keys:
+                db.execute("INSERT INTO processed_events (key, created_at) VALUES (?, ?)", [key, now])
+            cur = db.execute(
+                "INSERT INTO work (key, kind, payload, fingerprint, state, attempts, lease_until, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, 'queued', 0, 0, ?, ?)",
+                [keys[0], kind, data, fingerprint, now, now])
+            return int(cur.lastrowid or 0)
+
+    def claim_work(self, limit: int, lease_s: float) -> list[dict[str, Any]]:
+        """Take up to `limit` items: queued ones, and running ones whose lease ran out (oldest first)."""
+        now = self.clock()
+        with self._tx() as db:
+            rows = list(db.query(
+                "SELECT * FROM work WHERE state = 'queued' OR (state = 'running' AND lease_until < ?)"
+                " ORDER BY id LIMIT ?", [now, limit]))
+            for r in rows:
+                db.execute("UPDATE work SET state = 'running', attempts = attempts + 1, lease_until = ?,"
+                           " updated_at = ? WHERE id = ?", [now + lease_s, now, r["id"]])
+                r["attempts"] += 1
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+        return rows
+
+    def finish_work(self, work_id: int, *, error: str | None = None, retry: bool = False) -> None:
+        """Done (or failed for good); `retry` puts it back in the queue instead."""
+        state = "queued" if retry else ("failed" if error else "done")
+        with self._tx() as db:
+            db.execute("UPDATE work SET state = ?, error = ?, lease_until = 0, updated_at = ? WHERE id = ?",
+                       [state, redact(error)[:2000] if error else None, self.clock(), work_id])
+
+    def release_running_work(self) -> int:
+        """At start (one bot per store): what a dead process was running is queued again."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE work SET state = 'queued', lease_until = 0 WHERE state = 'running'")
+            return cur.rowcount
+
+    def work_counts(self) -> dict[str, int]:
+        with self._lock:
+            return {r["state"]: r["n"] for r in self.db.query("SELECT state, COUNT(*) AS n FROM work GROUP BY state")}
+
+    def has_open_work(self, key: str) -> bool:
+        with self._lock:
+            return bool(self.db.execute("SELECT 1 FROM work WHERE key = ? AND state IN ('queued', 'running')",
+                                        [key]).fetchone())
+
+    def stale_cards(self, limit: int = 50) -> list[Incident]:
+        """Incidents whose Slack card shows an older diagnosis than the store holds."""
+        with self._lock:
+            rows = list(self.db["incidents"].rows_where(
+                "summary_ts IS NOT NULL AND card_version IS NOT NULL AND card_version < version",
+                order_by="updated_at", limit=limit))
+        return [self._decode(r) for r in rows]
 
     # -- incidents ----------------------------------------------------------------------------
 

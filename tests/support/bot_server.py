@@ -90,7 +90,7 @@ class RunningBot:
     def wait_idle(self, timeout: float = 60) -> None:
         """Wait until the worker pool has nothing queued or running."""
         time.sleep(0.05)  # let a just-acked listener hand its work to the pool
-        assert self.bot.pool.wait_idle(timeout), "the bot's workers did not finish in time"
+        assert self.bot.wait_idle(timeout), "the bot's workers did not finish in time"
 
 
 def bot_env(slack: SlackStandIn, tmp_path: Path, *, webhook_secret: bytes | None = WEBHOOK_SECRET,

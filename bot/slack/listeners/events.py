@@ -7,6 +7,7 @@ from typing import Any
 
 from slack_bolt import App, BoltContext
 
+from bot.service import message_to_dict
 from bot.service.inputs import Where
 
 from ..payloads import bot_id_of, message_in
@@ -21,8 +22,12 @@ HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 BOT_SUBTYPES = {None, "bot_message", "file_share", "thread_broadcast"}
 
 
+def event_key(body: dict[str, Any]) -> str | None:
+    """Slack's id of one event delivery (the same on each of its retries)."""
+    return f"event:{body['event_id']}" if body.get("event_id") else None
+
+
 def register(app: App, deps: Deps) -> None:
-    store = deps.service.store
     access = ConversationAccess(deps.gateway.client)  # App Home: who may see which conversation's incidents
 
     @app.event("message")
@@ -45,10 +50,10 @@ def register(app: App, deps: Deps) -> None:
         if not (event.get("text") or "").strip() and not event.get("files"):
             return
         msg = message_in(event, body.get("team_id"))
-        if not store.claim_event(f"msg:{msg.channel}:{msg.ts}"):
-            return
-        deps.submit(deps.service.chat.on_message, msg,
-                    where=Where(msg.channel, msg.root, msg.user), explicit=msg.channel_type == "im")
+        explicit = msg.channel_type == "im"
+        deps.enqueue("message", {"msg": message_to_dict(msg), "explicit": explicit},
+                     [f"msg:{msg.channel}:{msg.ts}", event_key(body)], where=Where(msg.channel, msg.root, msg.user),
+                     explicit=explicit)
 
     def on_edit(event: dict[str, Any], body: dict[str, Any], context: BoltContext) -> None:
         """`message_changed`: the edited message is read again (its new text is the evidence now)."""
@@ -63,9 +68,10 @@ def register(app: App, deps: Deps) -> None:
         inner.pop("files", None)  # files were read with the message itself
         msg = message_in(inner, body.get("team_id"))
         edited = (inner.get("edited") or {}).get("ts") or event.get("event_ts") or event.get("ts")
-        if not msg.ts or not store.claim_event(f"edit:{msg.channel}:{msg.ts}:{edited}"):
+        if not msg.ts:
             return
-        deps.submit(deps.service.chat.on_edit, msg, where=Where(msg.channel, msg.root, msg.user), explicit=False)
+        deps.enqueue("edit", {"msg": message_to_dict(msg)}, [f"edit:{msg.channel}:{msg.ts}:{edited}", event_key(body)],
+                     where=Where(msg.channel, msg.root, msg.user), explicit=False)
 
     def on_bot_post(event: dict[str, Any], body: dict[str, Any], context: BoltContext, bot_id: str | None) -> None:
         if event.get("subtype") not in BOT_SUBTYPES or not deps.watches(event.get("channel"), bot_id):
@@ -77,18 +83,16 @@ def register(app: App, deps: Deps) -> None:
         msg = message_in(event, body.get("team_id"), bot=True)
         if not msg.text.strip() and not msg.files:
             return
-        if not store.claim_event(f"msg:{msg.channel}:{msg.ts}"):
-            return
-        deps.submit(deps.service.chat.on_bot_post, msg, where=Where(msg.channel, msg.root, None), explicit=False)
+        deps.enqueue("bot_post", {"msg": message_to_dict(msg)}, [f"msg:{msg.channel}:{msg.ts}", event_key(body)],
+                     where=Where(msg.channel, msg.root, None), explicit=False)
 
     @app.event("app_mention")
     def on_mention(event: dict[str, Any], body: dict[str, Any]) -> None:
         if event.get("bot_id"):
             return
         msg = message_in(event, body.get("team_id"))
-        if not store.claim_event(f"mention:{msg.channel}:{msg.ts}"):
-            return
-        deps.submit(deps.service.chat.on_mention, msg, where=Where(msg.channel, msg.root, msg.user))
+        deps.enqueue("mention", {"msg": message_to_dict(msg), "explicit": True},
+                     [f"mention:{msg.channel}:{msg.ts}", event_key(body)], where=Where(msg.channel, msg.root, msg.user))
 
     @app.event("app_home_opened")
     def on_home(event: dict[str, Any]) -> None:
