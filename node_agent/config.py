@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from node_agent.digits import is_ascii_uint
+
 DEFAULT_PORT = 9477
 
 
@@ -59,7 +61,7 @@ class AgentConfig:
 
 def parse_listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not is_ascii_uint(port, 5) or not 0 <= int(port) < 65536:
         raise ConfigError(f"listen address {value!r} is not ADDR:PORT")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)

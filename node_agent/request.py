@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from node_agent.digits import is_ascii_uint
+
 _JOB_ID_RE = re.compile(r"^[\w.:+-]{1,64}$")
 _UUID_RE = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]{8,64}$")
 MAX_LIST = 4096
@@ -41,7 +43,7 @@ def _gpu_list(name: str, value: Any) -> list[int | str] | None:
             raise RequestError(f"{name}: {item!r} is not a GPU index or UUID")
         if isinstance(item, int) and 0 <= item < 1024:
             out.append(item)
-        elif isinstance(item, str) and item.isdigit():
+        elif isinstance(item, str) and is_ascii_uint(item, 4):
             out.append(int(item))
         elif isinstance(item, str) and _UUID_RE.match(item):
             out.append(item)

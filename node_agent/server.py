@@ -31,6 +31,7 @@ from typing import Any
 
 from node_agent import __version__, auth
 from node_agent.agent import Agent
+from node_agent.digits import is_ascii_uint
 from node_agent.probes import PROBE_NAMES
 from node_agent.request import RequestError, parse_request
 
@@ -367,7 +368,7 @@ class Handler(BaseHTTPRequestHandler):
             self._reject(HTTPStatus.LENGTH_REQUIRED, "length-required", "chunked bodies are not accepted", close=True)
             return None
         raw = self.headers.get("Content-Length", "0")
-        if not raw.isdigit():
+        if not is_ascii_uint(raw):
             self._reject(HTTPStatus.BAD_REQUEST, "bad-request", "Content-Length is not a number", close=True)
             return None
         length = int(raw)

@@ -61,3 +61,31 @@ def test_agent_answers_401(agents, scheme: str, ts: str) -> None:
     # and it still serves a valid probe
     status, _ = request(agent.url, "POST", "/v1/probe", BODY, signed(BODY, ts=int(time.time())))
     assert status == 200
+
+
+def test_content_length_of_superscript_digits_is_400(agents) -> None:
+    """'Content-Length: ¹²' passes `str.isdigit()`; the agent must answer 400, not a traceback."""
+    agent = agents()
+    parts = urlsplit(agent.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=15)
+    try:
+        conn.putrequest("POST", "/v1/probe", skip_accept_encoding=True)
+        for k, v in signed(BODY).items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", "¹²".encode("utf-8"))
+        conn.endheaders(BODY)
+        resp = conn.getresponse()
+        assert resp.status == 400, resp.read()
+    finally:
+        conn.close()
+    assert "Traceback" not in agent.log()
+
+
+@pytest.mark.parametrize("gpu", ["¹", "١"])
+def test_gpu_index_of_non_ascii_digits_is_refused(agents, gpu: str) -> None:
+    agent = agents()
+    body = json.dumps({"probes": ["processes"], "gpus": [gpu]}).encode()
+    status, raw = request(agent.url, "POST", "/v1/probe", body, signed(body, ts=int(time.time())))
+    assert status == 400, raw
+    assert "not a GPU index" in json.dumps(raw)
+    assert "Traceback" not in agent.log()
