@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-url", metavar="TEMPLATE", help="agent URL, e.g. http://{host}:9477")
     p.add_argument("--agent-map", metavar="FILE", help="YAML host: url overrides")
     p.add_argument("--agent-secret-file", metavar="FILE", help="shared secret for signing agent calls")
+    p.add_argument("--agent-allow", metavar="PATTERNS",
+                   help="hosts that may be probed besides the map's: globs and CIDRs, comma separated "
+                        "(default: env TRIAGE_AGENT_ALLOW)")
     p.add_argument("--probe-deadline", type=float, default=3.0, metavar="S", help="per-host deadline (s)")
     p.add_argument("--no-redact", dest="redact", action="store_false",
                    help="print secrets found in the logs as they are (by default tokens, passwords and keys "

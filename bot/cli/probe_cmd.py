@@ -35,6 +35,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent-url", required=True, metavar="TEMPLATE",
                    help="agent URL, e.g. http://{host}:9477 (or one fixed URL)")
     p.add_argument("--agent-map", metavar="FILE", help="YAML file of host: url overriding the template")
+    p.add_argument("--agent-allow", metavar="PATTERNS",
+                   help="hosts that may be probed besides the map's: globs and CIDRs, comma separated "
+                        "(default: env TRIAGE_AGENT_ALLOW)")
     p.add_argument("--agent-secret-file", required=True, metavar="F", help="file holding the shared HMAC secret")
     p.add_argument("--probes", type=_csv, metavar="a,b", help="probes to run (default: all)")
     p.add_argument("--deadline", type=_positive, default=3.0, metavar="S", help="per-host deadline in seconds (default 3)")
@@ -48,7 +51,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        directory = AgentDirectory.from_files(args.agent_url, args.agent_map)
+        directory = AgentDirectory.from_files(args.agent_url, args.agent_map, allow=args.agent_allow)
         secret = load_secret(args.agent_secret_file)
     except (DirectoryError, SecretFileError) as exc:
         print(f"triage probe: {exc}", file=sys.stderr)

@@ -29,5 +29,6 @@ def probe_and_fuse(report: Report, args: argparse.Namespace) -> Report:
     from bot.probing import probe_and_fuse as fuse_with_agents
 
     # with only a map, hosts missing from it fall back to the agents' default port
-    directory = AgentDirectory.from_files(args.agent_url or DEFAULT_TEMPLATE, args.agent_map)
+    directory = AgentDirectory.from_files(args.agent_url or DEFAULT_TEMPLATE, args.agent_map,
+                                          allow=args.agent_allow)
     return fuse_with_agents(report, directory, read_secret(args.agent_secret_file), deadline_s=args.probe_deadline)

@@ -147,3 +147,19 @@ def test_old_v1_signature_is_refused_with_a_clear_reason(fleet):
     status, answer = request(f"http://127.0.0.3:{fleet.port}", "POST", "/v1/probe", body,
                              signed_headers(load_secret(fleet.secret_file), body))
     assert status == 401 and "needs v2" in answer["detail"]
+
+
+def test_cli_agent_allow_flag_opens_exactly_what_it_names(monkeypatch, fleet, capsys):
+    """`triage probe`: an address the refusal message tells the operator to list with --agent-allow
+    is probed once listed there, and only then."""
+    from bot.cli.main import main
+
+    monkeypatch.delenv("TRIAGE_AGENT_ALLOW", raising=False)
+    base = ["probe", "127.0.0.3", "--agent-url", fleet.template, "--agent-secret-file", str(fleet.secret_file),
+            "--probes", "host", "--json"]
+    assert main(base) == 0
+    refused = json.loads(capsys.readouterr().out)["probes"]["127.0.0.3"]
+    assert refused["probed"] is False and "--agent-allow" in refused["error"]
+    assert main([*base, "--agent-allow", "127.0.0.3/32"]) == 0
+    allowed = json.loads(capsys.readouterr().out)["probes"]["127.0.0.3"]
+    assert allowed["reachable"] is True and allowed["results"], allowed
