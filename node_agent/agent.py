@@ -13,6 +13,7 @@ from node_agent import __version__
 from node_agent.config import AgentConfig
 from node_agent.findings import Finding, Health, ProbeResult, Severity
 from node_agent.hostenv import HostEnv
+from node_agent.metrics import Registry
 from node_agent.nvml.client import BackendSpec, NvmlClient
 from node_agent.probes import PROBE_NAMES, REGISTRY
 from node_agent.probes.base import ProbeContext
@@ -40,6 +41,24 @@ class Agent:
             spec = BackendSpec("real")
         self.nvml = NvmlClient(spec, config.nvml_call_timeout_s, config.hang_quarantine_s, config.max_stuck_workers)
         self.name = config.name or socket.gethostname()
+        self.metrics = self._metrics()
+
+    def _metrics(self) -> Registry:
+        reg = Registry()
+        reg.collect("node_agent_info", "gauge", "The agent's version, and whether it serves a simulated host.",
+                    lambda: [((("version", __version__), ("simulated", str(self.simulated).lower())), 1)])
+        reg.histogram("node_agent_probe_duration_seconds", "How long each probe took (a timed-out one: its budget).")
+        reg.counter("node_agent_probe_results_total", "Probe results by probe and health.")
+        reg.collect("node_agent_nvml_hangs_total", "counter",
+                    "NVML calls that did not return within the call timeout (the worker was killed).",
+                    lambda: [((("fn", fn),), n) for fn, n in self.nvml.hang_counts.items()])
+        reg.collect("node_agent_nvml_quarantines", "gauge",
+                    "GPUs (or the whole driver, gpu=\"all\") skipped after a hang, for now.",
+                    lambda: [((("gpu", g),), 1) for g in self.nvml.quarantined()])
+        reg.collect("node_agent_nvml_stuck_workers", "gauge",
+                    "Killed NVML worker processes that have not exited (stuck in the driver).",
+                    lambda: [((), self.nvml.stuck_count())])
+        return reg
 
     @property
     def simulated(self) -> bool:
@@ -86,6 +105,8 @@ class Agent:
                                   "Retry; if it keeps timing out, the host is hung on I/O: drain it.",
                                   int((time.monotonic() - t0) * 1000), self.simulated)
             out.append(res.to_dict())
+            self.metrics.observe("node_agent_probe_duration_seconds", res.duration_ms / 1000, (("probe", name),))
+            self.metrics.inc("node_agent_probe_results_total", (("health", str(res.health)), ("probe", name)))
         return {
             "host": self.name,
             "agent_version": __version__,

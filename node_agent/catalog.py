@@ -20,7 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-PATH = Path(__file__).with_name("data") / "xid-catalog.json"
+from node_agent.bundled import data_dir
+
+PATH = data_dir("data") / "xid-catalog.json"
 
 SEVERITIES = ("fatal", "critical", "warning", "info")
 ORIGINS = ("hardware", "driver", "application", "mixed")

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="JSON config file (env NODE_AGENT_CONFIG)")
     serve.add_argument("--name", help="host name to report (default: this host's name)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (default INFO)")
+    serve.add_argument("--log-format", choices=("text", "json"),
+                       help="text (default) or json: one JSON object per line (env NODE_AGENT_LOG_FORMAT)")
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (env NODE_AGENT_TLS_CERT)")
+    serve.add_argument("--tls-key", metavar="PEM", help="its private key, if not in --tls-cert (env NODE_AGENT_TLS_KEY)")
+    serve.add_argument("--tls-client-ca", metavar="PEM",
+                       help="require client certificates issued by this CA (env NODE_AGENT_TLS_CLIENT_CA)")
     serve.set_defaults(func=cmd_serve)
 
     probe = sub.add_parser("probe", help="run probes once on this host and print the report")
@@ -70,15 +76,18 @@ def _config(args: argparse.Namespace, **extra: Any) -> AgentConfig:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from node_agent import logfmt, sdnotify
     from node_agent.agent import Agent
     from node_agent.server import AgentHTTPServer
+    from node_agent.tls import TLSConfigError, server_context
 
     try:
-        cfg = _config(args, listen=args.listen, secret_file=args.secret_file, name=args.name, log_level=args.log_level)
+        cfg = _config(args, listen=args.listen, secret_file=args.secret_file, name=args.name, log_level=args.log_level,
+                      log_format=args.log_format, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                      tls_client_ca=args.tls_client_ca)
     except ConfigError as exc:
         return _fail(f"error: {exc}")
-    logging.basicConfig(level=cfg.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logfmt.setup(cfg.log_level, cfg.log_format, sys.stderr)
     if not cfg.secret_file:
         return _fail("refusing to start: no secret file (--secret-file or NODE_AGENT_SECRET_FILE)")
     try:
@@ -86,17 +95,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SecretFileError as exc:
         return _fail(f"refusing to start: {exc}")
     try:
+        tls = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca) if cfg.tls_cert else None
+    except TLSConfigError as exc:
+        return _fail(f"refusing to start: {exc}")
+    try:
         agent = Agent(cfg)
     except ScenarioError as exc:
         return _fail(f"error: {exc}")
     host, port = cfg.listen_addr()
     try:
-        server = AgentHTTPServer((host, port), agent, secret)
+        server = AgentHTTPServer((host, port), agent, secret, tls)
     except OSError as exc:
         agent.close()
         return _fail(f"cannot listen on {cfg.listen}: {exc.strerror}", 1)
 
     def stop(signum: int, _frame: Any) -> None:
+        sdnotify.notify("STOPPING=1")
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
@@ -104,8 +118,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     agent.start()
     bound = server.server_address
     mode = f" (SIMULATED scenario {agent.scenario})" if agent.simulated else ""
-    print(f"node-agent {__version__} listening on http://{bound[0]}:{bound[1]} as {agent.name}{mode}",
-          file=sys.stderr, flush=True)
+    if tls is not None:
+        mode += " (TLS, client certificate required)" if cfg.tls_client_ca else " (TLS)"
+    listening = f"listening on {server.scheme}://{bound[0]}:{bound[1]} as {agent.name}{mode}"
+    print(f"node-agent {__version__} {listening}", file=sys.stderr, flush=True)
+    # The socket accepts from here on (the selector loop starts below): systemd may start what needs us.
+    sdnotify.notify(f"READY=1\nSTATUS={listening}")
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

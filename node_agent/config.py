@@ -54,6 +54,10 @@ class AgentConfig:
     kmsg_path: str = "/dev/kmsg"
     fabric_manager_unit: str = "nvidia-fabricmanager"
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json": one JSON object per line
+    tls_cert: str | None = None  # PEM certificate (chain): the agent then speaks HTTPS only
+    tls_key: str | None = None  # PEM private key, when not in tls_cert
+    tls_client_ca: str | None = None  # PEM CA bundle: clients must present a certificate it issued
 
     def listen_addr(self) -> tuple[str, int]:
         return parse_listen(self.listen)
@@ -145,4 +149,8 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None, **ov
     if cfg.max_connections < 8 or cfg.max_connections_per_client < 1 or not 0.1 <= cfg.read_timeout_s <= 60:
         raise ConfigError("max_connections must be >= 8, max_connections_per_client >= 1 and "
                           "read_timeout_s between 0.1 and 60")
+    if cfg.log_format not in ("text", "json"):
+        raise ConfigError(f"log_format {cfg.log_format!r}: expected text or json")
+    if (cfg.tls_key or cfg.tls_client_ca) and not cfg.tls_cert:
+        raise ConfigError("tls_key and tls_client_ca need tls_cert (the agent's certificate)")
     return cfg

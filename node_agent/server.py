@@ -1,6 +1,7 @@
-"""HTTP front of the agent: /healthz (liveness), /v1/probes (catalogue), /v1/probe (run probes).
+"""HTTP front of the agent: /healthz (liveness), /metrics (Prometheus), /v1/probes (catalogue),
+/v1/probe (run probes), over plain HTTP or TLS (node_agent.tls).
 
-Every request other than /healthz must be signed (node_agent.auth, scheme v2: method, path, the host
+Every request other than /healthz and /metrics must be signed (node_agent.auth, scheme v2: method, path, the host
 meant, timestamp and a nonce remembered for the window). Rejections are logged with the peer, path
 and reason only (never the body, the signature or the secret) and answered with a JSON error that
 carries no host data.
@@ -8,7 +9,8 @@ carries no host data.
 Slow clients cost no thread: one selector thread accepts connections and reads each request (line,
 headers and body) under one deadline for the whole request (`read_timeout_s`), a per-client and a
 total connection cap (at the total cap the oldest unfinished connection is dropped for the new one).
-Only complete requests reach the small pool of worker threads that answer them; one request per
+With TLS the handshake runs in the selector thread too, under the same deadline. Only complete
+requests reach the small pool of worker threads that answer them; one request per
 connection (`Connection: close`).
 """
 
@@ -23,6 +25,7 @@ import queue
 import resource
 import selectors
 import socket
+import ssl
 import threading
 import time
 from http import HTTPStatus
@@ -32,6 +35,7 @@ from typing import Any
 from node_agent import __version__, auth
 from node_agent.agent import Agent
 from node_agent.digits import is_ascii_uint
+from node_agent.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from node_agent.probes import PROBE_NAMES
 from node_agent.request import RequestError, parse_request
 
@@ -62,11 +66,12 @@ def _raise_fd_limit(want: int) -> int:
 
 
 class _Conn:
-    __slots__ = ("sock", "peer", "buf", "deadline", "need")
+    __slots__ = ("sock", "peer", "buf", "deadline", "need", "ready")
 
-    def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
+    def __init__(self, sock: socket.socket, peer: str, deadline: float, ready: bool = True) -> None:
         self.sock, self.peer, self.buf, self.deadline = sock, peer, bytearray(), deadline
         self.need: int | None = None  # total bytes of head + body once the head is parsed
+        self.ready = ready  # False until the TLS handshake is done (plain HTTP: at once)
 
 
 def _body_length(head: bytes) -> int:
@@ -88,10 +93,11 @@ def _body_length(head: bytes) -> int:
 class AgentHTTPServer:
     """Selector-driven front end plus a bounded worker pool (see the module docstring)."""
 
-    def __init__(self, addr: tuple[str, int], agent: Agent, secret: bytes) -> None:
+    def __init__(self, addr: tuple[str, int], agent: Agent, secret: bytes, tls: ssl.SSLContext | None = None) -> None:
         cfg = agent.config
         self.agent = agent
         self.secret = secret
+        self.tls = tls
         self.replays = auth.ReplayCache()
         self.slots = threading.BoundedSemaphore(cfg.max_concurrent)
         self.read_timeout_s = cfg.read_timeout_s
@@ -118,7 +124,16 @@ class AgentHTTPServer:
         self._done = threading.Event()
         self._workers = [threading.Thread(target=self._worker, name=f"http-worker-{i}", daemon=True)
                          for i in range(cfg.max_concurrent + 2)]
-        self.stats = collections.Counter()
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.metrics = agent.metrics
+        self.metrics.counter("node_agent_requests_total", "HTTP answers by endpoint and status.")
+        self.metrics.collect("node_agent_connections_dropped_total", "counter",
+                             "Connections answered or closed before a request was read, by reason.",
+                             lambda: [((("reason", k),), n) for k, n in self.stats.items()])
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
 
     # --- who we are (X-Triage-Host) -------------------------------------------------------------------
     def _own_names(self) -> set[str]:
@@ -189,24 +204,58 @@ class AgentHTTPServer:
             peer = addr[0]
             if self._per_peer[peer] >= self.per_client:
                 self.stats["refused_per_client"] += 1
-                self._canned(sock, 503)
+                self._canned(sock, 503, tls_ready=self.tls is None)
                 continue
             while len(self._conns) >= self.max_connections:
                 self.stats["evicted"] += 1
                 self._drop(next(iter(self._conns.values())))
             sock.setblocking(False)
-            conn = _Conn(sock, peer, time.monotonic() + self.read_timeout_s)
+            if self.tls is not None:
+                try:
+                    sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError):
+                    sock.close()
+                    continue
+            conn = _Conn(sock, peer, time.monotonic() + self.read_timeout_s, ready=self.tls is None)
             self._conns[sock.fileno()] = conn
             self._per_peer[peer] += 1
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _read(self, conn: _Conn) -> None:
+    def _handshake(self, conn: _Conn) -> bool:
+        """Advance the TLS handshake; True once done (then the request is read)."""
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
+        except (ssl.SSLError, OSError) as exc:  # no certificate, an untrusted one, not TLS at all...
+            self.stats["tls_handshake_failed"] += 1
+            log.info("TLS handshake with %s failed: %s", conn.peer, getattr(exc, "reason", None) or exc)
+            self._drop(conn)
+            return False
+        conn.ready = True
+        return True
+
+    def _recv(self, conn: _Conn) -> bytes | None:
+        """What the socket has now: b"" at EOF, None when nothing (yet)."""
         try:
             chunk = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
+            if isinstance(conn.sock, ssl.SSLSocket):
+                while conn.sock.pending():  # decrypted bytes the selector cannot see
+                    chunk += conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return None
         except OSError:
-            chunk = b""
+            return b""
+        return chunk
+
+    def _read(self, conn: _Conn) -> None:
+        if not conn.ready and not self._handshake(conn):
+            return
+        chunk = self._recv(conn)
+        if chunk is None:
+            return
         if not chunk:
             self._drop(conn)
             return
@@ -243,7 +292,7 @@ class AgentHTTPServer:
                 return
             self.stats["timed_out"] += 1
             self._release(conn)
-            self._canned(conn.sock, 408)
+            self._canned(conn.sock, 408, tls_ready=conn.ready)
 
     def _release(self, conn: _Conn) -> None:
         """Stop tracking a connection (the socket stays open)."""
@@ -261,10 +310,12 @@ class AgentHTTPServer:
         conn.sock.close()
 
     @staticmethod
-    def _canned(sock: socket.socket, status: int) -> None:
+    def _canned(sock: socket.socket, status: int, tls_ready: bool = True) -> None:
+        """A fixed answer, then close; before a TLS handshake there is no one to answer: close only."""
         try:
-            sock.setblocking(False)
-            sock.send(_CANNED[status])
+            if tls_ready:
+                sock.setblocking(False)
+                sock.send(_CANNED[status])
         except OSError:
             pass
         finally:
@@ -284,11 +335,24 @@ class AgentHTTPServer:
             except Exception:  # a bug in one request must not kill the worker
                 log.exception("request from %s failed", peer)
             finally:
-                try:
-                    sock.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
+                _close_after_answer(sock)
                 sock.close()
+
+
+def _close_after_answer(sock: socket.socket) -> None:
+    """Half-close: TLS sends its close_notify without waiting for the peer's (a slow peer must not hold
+    a worker); plain TCP sends FIN."""
+    try:
+        if isinstance(sock, ssl.SSLSocket):
+            sock.setblocking(False)
+            sock.unwrap()
+        else:
+            sock.shutdown(socket.SHUT_WR)
+    except (OSError, ValueError):
+        pass
+
+
+_ENDPOINTS = ("/healthz", "/metrics", "/v1/probes", "/v1/probe")
 
 
 def _is_ip(text: str) -> bool:
@@ -300,7 +364,7 @@ def _is_ip(text: str) -> bool:
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: AgentHTTPServer
+    server: AgentHTTPServer  # type: ignore[assignment]  # not a socketserver.BaseServer, the same interface
     server_version = f"node-agent/{__version__}"
     sys_version = ""  # do not advertise the Python version
     protocol_version = "HTTP/1.1"
@@ -327,10 +391,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
         log.debug("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: dict[str, Any], close: bool = False) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
+    def _send(self, status: int, body: dict[str, Any] | str, close: bool = False) -> None:
+        if isinstance(body, str):
+            data, ctype = body.encode("utf-8"), METRICS_CONTENT_TYPE
+        else:
+            data, ctype = json.dumps(body, separators=(",", ":")).encode(), "application/json"
+        path = str(getattr(self, "path", "")).split("?", 1)[0]
+        endpoint = path if path in _ENDPOINTS else "other"
+        self.server.metrics.inc("node_agent_requests_total", (("endpoint", endpoint), ("status", str(int(status)))))
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         if status == HTTPStatus.UNAUTHORIZED:
@@ -386,6 +456,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(HTTPStatus.OK, {"status": "ok"})
             return
+        if path == "/metrics":  # counts and durations only, no host data: unsigned, like /healthz
+            self._send(HTTPStatus.OK, self.server.metrics.render())
+            return
         if path == "/v1/probes":
             if self._read_body() is None or not self._authenticate(b""):
                 return
@@ -399,7 +472,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if path != "/v1/probe":
-            status = HTTPStatus.METHOD_NOT_ALLOWED if path in ("/healthz", "/v1/probes") else HTTPStatus.NOT_FOUND
+            status = HTTPStatus.METHOD_NOT_ALLOWED if path in ("/healthz", "/metrics", "/v1/probes") else HTTPStatus.NOT_FOUND
             self._reject(status, "not-found" if status == HTTPStatus.NOT_FOUND else "method-not-allowed",
                          f"POST {path} is not an endpoint", close=True)
             return

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_agent.bundled import data_dir
 from node_agent.hostenv import HostEnv
 
-BUILTIN_DIR = Path(__file__).resolve().parent / "scenarios"
+BUILTIN_DIR = data_dir("scenarios")
 GIB = 1024**3
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[1])
-_LISTEN_RE = re.compile(r"listening on (http://[\d.]+:\d+)")
+_LISTEN_RE = re.compile(r"listening on (https?://[\d.]+:\d+)")
 
 
 def write_secret(path: Path, secret: str = "test-secret-0123456789abcdef", mode: int = 0o600) -> Path:

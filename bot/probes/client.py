@@ -30,12 +30,55 @@ class DirectoryError(ValueError):
     """The agent URL template or map file is unusable."""
 
 
+@dataclass(frozen=True)
+class AgentTLS:
+    """How https:// agents are checked: a CA file (else the system's trust store), and optionally a client
+    certificate for agents started with --tls-client-ca. From TRIAGE_AGENT_CA_FILE,
+    TRIAGE_AGENT_CLIENT_CERT and TRIAGE_AGENT_CLIENT_KEY by default."""
+
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AgentTLS:
+        env = os.environ if env is None else env
+        return cls(*((env.get(k) or "").strip() or None for k in
+                     ("TRIAGE_AGENT_CA_FILE", "TRIAGE_AGENT_CLIENT_CERT", "TRIAGE_AGENT_CLIENT_KEY")))
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.ca_file or self.client_cert or self.client_key)
+
+    def context(self) -> ssl.SSLContext:
+        """A verifying client context (host name checked against the certificate); errors name the file."""
+        if self.client_key and not self.client_cert:
+            raise DirectoryError("TRIAGE_AGENT_CLIENT_KEY needs TRIAGE_AGENT_CLIENT_CERT")
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise DirectoryError(f"cannot load the agent CA file {self.ca_file}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.client_cert:
+            try:
+                ctx.load_cert_chain(self.client_cert, self.client_key)
+            except (OSError, ssl.SSLError) as exc:
+                raise DirectoryError(f"cannot load the agent client certificate {self.client_cert}: "
+                                     f"{getattr(exc, 'strerror', None) or exc}") from None
+        return ctx
+
+
 class AgentDirectory:
     """Host name -> agent base URL: a template such as `http://{host}:9477` (or one fixed URL), plus overrides."""
 
     def __init__(self, template: str, overrides: Mapping[str, str] | None = None,
-                 allow: Iterable[str] | str | None = None, has_map: bool | None = None) -> None:
+                 allow: Iterable[str] | str | None = None, has_map: bool | None = None,
+                 tls: AgentTLS | None = None) -> None:
         _check_url(template.replace("{host}", "host"), "agent URL template")
+        tls = tls or AgentTLS.from_env()
+        # Built once, here, so a bad CA or client certificate is an error at start, not per probe.
+        self.ssl_context = tls.context() if tls.configured else None
         self.template = template
         self.overrides = dict(overrides or {})
         for host, url in self.overrides.items():
@@ -50,10 +93,10 @@ class AgentDirectory:
 
     @classmethod
     def from_files(cls, template: str, map_file: str | Path | None = None,
-                   allow: Iterable[str] | str | None = None) -> AgentDirectory:
+                   allow: Iterable[str] | str | None = None, tls: AgentTLS | None = None) -> AgentDirectory:
         """Template plus overrides from a YAML file of `host: url` lines; `allow`: TRIAGE_AGENT_ALLOW."""
         if map_file is None:
-            return cls(template, allow=allow)
+            return cls(template, allow=allow, tls=tls)
         import yaml  # bot side only: the agent itself stays stdlib
 
         try:
@@ -64,7 +107,7 @@ class AgentDirectory:
             raise DirectoryError(f"agent map {map_file} is not valid YAML: {exc}") from exc
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise DirectoryError(f"agent map {map_file} must be a mapping of host: url")
-        return cls(template, {str(k): v for k, v in data.items()}, allow=allow, has_map=True)
+        return cls(template, {str(k): v for k, v in data.items()}, allow=allow, has_map=True, tls=tls)
 
     def refusal(self, host: str) -> str | None:
         """Why `host` must not be probed ("not probed: ..."), or None; checked before any URL is formed."""
@@ -160,18 +203,20 @@ def agent_budget(deadline_s: float) -> float:
 
 
 def call_agent(host: str, url: str, secret: bytes, method: str, path: str, body: bytes,
-               deadline_s: float, policy: TargetPolicy | None = None) -> HostProbeReport:
+               deadline_s: float, policy: TargetPolicy | None = None,
+               context: ssl.SSLContext | None = None) -> HostProbeReport:
     """One signed request; every failure becomes an unreachable report with a sentence saying why.
 
     With `policy` (the URL came from the template and the host's name), every address the name
     resolves to is checked and the connection goes to the checked address (no second lookup).
+    An https:// URL is verified with `context` (the directory's AgentTLS), else the system's CAs.
     """
     parts = urlsplit(url)
     started = time.monotonic()
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     kwargs: dict[str, Any] = {"timeout": deadline_s}
     if parts.scheme == "https":
-        kwargs["context"] = ssl.create_default_context()
+        kwargs["context"] = context or ssl.create_default_context()
     target = parts.hostname or host
     port = parts.port or (443 if parts.scheme == "https" else 80)
     conn = conn_cls(target, port, **kwargs)
@@ -207,6 +252,12 @@ def call_agent(host: str, url: str, secret: bytes, method: str, path: str, body:
         return fail(f"{host} refused the connection at {url} (agent not running?)")
     except socket.gaierror:
         return fail(f"{host}: cannot resolve {parts.hostname}")
+    except ssl.SSLCertVerificationError as exc:
+        return fail(f"{host} at {url}: the agent's TLS certificate was not accepted "
+                    f"({exc.verify_message or exc.reason}; check TRIAGE_AGENT_CA_FILE)")
+    except ssl.SSLError as exc:
+        return fail(f"{host} at {url}: TLS failed ({exc.reason or exc}; an agent started with "
+                    "--tls-client-ca needs TRIAGE_AGENT_CLIENT_CERT)")
     except (OSError, http.client.HTTPException) as exc:
         return fail(f"{host} unreachable at {url}: {getattr(exc, 'strerror', None) or exc}")
     finally:
@@ -270,7 +321,8 @@ def probe_hosts(
         body = build_body(probes, (gpus_by_host or {}).get(host), window, job_id, (job_gpus_by_host or {}).get(host),
                           (job_pids_by_host or {}).get(host), budget)
         policy = directory.policy if getattr(directory, "templated", lambda _h: False)(host) else None
-        return call_agent(host, directory.url_for(host), key, "POST", "/v1/probe", body, deadline_s, policy)
+        return call_agent(host, directory.url_for(host), key, "POST", "/v1/probe", body, deadline_s, policy,
+                          getattr(directory, "ssl_context", None))
 
     reports: dict[str, HostProbeReport] = {}
     pool = ThreadPoolExecutor(max_workers=min(len(hosts), MAX_PARALLEL), thread_name_prefix="probe")
@@ -300,4 +352,5 @@ def fetch_catalogue(directory: AgentDirectory, host: str, secret: bytes | str, d
     if why:
         return not_probed(host, why)
     policy = directory.policy if directory.templated(host) else None
-    return call_agent(host, directory.url_for(host), key, "GET", "/v1/probes", b"", deadline_s, policy)
+    return call_agent(host, directory.url_for(host), key, "GET", "/v1/probes", b"", deadline_s, policy,
+                      directory.ssl_context)

@@ -166,5 +166,5 @@ def resolve(host: str, port: int) -> list[tuple[Address, tuple]]:
     out = []
     for family, _type, _proto, _canon, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
         if family in (socket.AF_INET, socket.AF_INET6):
-            out.append((ipaddress.ip_address(sockaddr[0].split("%", 1)[0]), sockaddr))
+            out.append((ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), sockaddr))
     return out

@@ -89,6 +89,7 @@ class NvmlClient:
         self._events: dict[tuple[int, int], dict[str, Any]] = {}
         self._event_error: str | None = None
         self.workers_started = 0
+        self.hang_counts: dict[str, int] = {}  # NVML function -> calls that hung (for /metrics)
 
     # --- public ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -144,6 +145,16 @@ class NvmlClient:
     def hangs(self) -> list[HangRecord]:
         """Quarantines still in force (for evidence)."""
         return [h for key in list(self._hangs) if (h := self._quarantined_key(key)) is not None]
+
+    def quarantined(self) -> list[str]:
+        """GPUs ("all": the driver) in quarantine now; reads only, safe from the /metrics thread."""
+        now = time.time()
+        return sorted("all" if key is None else str(key) for key, h in list(self._hangs.items())
+                      if (h.worker is not None and h.worker.poll() is None) or now - h.at < self.quarantine_s)
+
+    def stuck_count(self) -> int:
+        """Like stuck_workers() without pruning the list (for /metrics, outside the request lock)."""
+        return sum(1 for p in list(self._stuck) if p.poll() is None)
 
     def stuck_workers(self) -> int:
         self._stuck = [p for p in self._stuck if p.poll() is None]
@@ -294,6 +305,7 @@ class NvmlClient:
             self._stuck.append(proc)
         # Calls that take no GPU handle (init, events, versions) hanging means the whole driver is stuck.
         hang = HangRecord(fn, gpu, timeout, time.time(), proc)
+        self.hang_counts[fn] = self.hang_counts.get(fn, 0) + 1
         self._hangs[gpu] = hang
         log.error("%s%s did not return in %.1f s; worker killed", fn, "" if gpu is None else f" on GPU {gpu}", timeout)
         if gpu is not None:

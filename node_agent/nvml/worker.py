@@ -215,7 +215,7 @@ class Worker:
             except Exception as exc:
                 self.event_error = str(exc)
                 return
-            gpu = self.index_by_key.get(_handle_key(data.device))
+            ev_gpu = self.index_by_key.get(_handle_key(data.device))  # None: a device we did not register
             event_type = int(data.eventType)
             with self.lock:
                 self.event_seq += 1
@@ -223,7 +223,7 @@ class Worker:
                     {
                         "seq": self.event_seq,
                         "time": time.time(),
-                        "gpu": gpu,
+                        "gpu": ev_gpu,
                         "event_type": event_type,
                         "xid": int(data.eventData) if event_type == 0x8 else None,
                     }

@@ -41,11 +41,12 @@ class DeviceTable:
             return None
         return next((d for d in self.devices if d.pci == pci), None)
 
-    def resolve(self, items: list[int | str] | None) -> tuple[list[int] | None, list[str]]:
+    def resolve(self, items: list[int | str] | None) -> tuple[list[int] | None, list[int | str]]:
         """GPU indices for a request's list of indices/UUIDs, plus the items that match no GPU."""
         if items is None:
             return None, []
-        out, unknown = [], []
+        out: list[int] = []
+        unknown: list[int | str] = []  # as asked for: an index out of range stays a number
         for item in items:
             if isinstance(item, int):
                 (out if 0 <= item < len(self.devices) else unknown).append(item)

@@ -137,7 +137,7 @@ class GpuCalls:
     def per_gpu(self, gpus: list[int], fn: str, *args: Any) -> dict[int, Any]:
         """One call per GPU; {gpu: value} for those that answered."""
         calls = [Call(fn, g, args) for g in gpus]
-        return {c.gpu: o.value for c, o in zip_strict(calls, self.run(calls)) if o.ok}  # type: ignore[misc]
+        return {c.gpu: o.value for c, o in zip_strict(calls, self.run(calls)) if o.ok}
 
 
 def gpu_fault_action(findings: list[Finding]) -> str | None:

@@ -61,7 +61,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
                                     f"({gib(shm.used_bytes / MIB)} of {gib(shm.total_bytes / MIB)})",
                                     Severity.CRITICAL if shm.used_pct >= 99 else Severity.WARNING,
                                     data={"used_pct": round(shm.used_pct, 1)}))
-    disks = []
+    disks: list[dict[str, Any]] = []
     for path in cfg.disk_paths:
         use = ctx.env.fs_usage(path)
         if use is None:

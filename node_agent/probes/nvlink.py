@@ -45,7 +45,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     states: dict[int, dict[int, int]] = {g: {} for g in gpus}
     for c, o in zip_strict(state_calls, calls.run(state_calls)):
         if o.ok:
-            states[c.gpu][c.args[0]] = int(o.value)  # type: ignore[index]
+            states[c.gpu][c.args[0]] = int(o.value)
     links = {g: sorted(s) for g, s in states.items()}
     suspect = [g for g in gpus if g not in totals or any(totals[g].values())]
     err_calls = [Call("nvmlDeviceGetNvLinkErrorCounter", g, (link, k)) for g in suspect for link in links[g]
@@ -53,7 +53,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     errors: dict[int, dict[int, dict[str, int]]] = {g: {} for g in gpus}
     for c, o in zip_strict(err_calls, calls.run(err_calls)):
         if o.ok and o.value:
-            errors[c.gpu].setdefault(c.args[0], {})[COUNTERS[c.args[1]]] = int(o.value)  # type: ignore[index]
+            errors[c.gpu].setdefault(c.args[0], {})[COUNTERS[c.args[1]]] = int(o.value)
     findings: list[Finding] = []
     per_gpu: list[dict[str, Any]] = []
     for g in gpus:

@@ -72,7 +72,7 @@ def test_content_length_of_superscript_digits_is_400(agents) -> None:
         conn.putrequest("POST", "/v1/probe", skip_accept_encoding=True)
         for k, v in signed(BODY).items():
             conn.putheader(k, v)
-        conn.putheader("Content-Length", "¹²".encode("utf-8"))
+        conn.putheader("Content-Length", "¹²".encode())
         conn.endheaders(BODY)
         resp = conn.getresponse()
         assert resp.status == 400, resp.read()
