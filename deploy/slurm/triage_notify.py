@@ -6,9 +6,12 @@ Started detached by epilog_slurmctld.sh (EpilogSlurmctld) for every job that had
     triage_notify.py [--config FILE] job-end JOBID     # from the epilog (env: SLURM_JOB_*)
     triage_notify.py [--config FILE] flush             # deliver what is spooled (timer / cron / by hand)
 
-Why detached and polling: while EpilogSlurmctld runs the job is still COMPLETING, and its
-environment cannot tell a TIMEOUT or scancel from success (exit code 0:0). So this waits (at
-most wait_s) for the final state, then POSTs only the configured failed states.
+Only jobs that may have failed get here: the epilog decides from the exit codes slurmctld passes
+and, for a 0:0 end, the Reason one `scontrol show job` shows (a clean end never starts Python). The
+job is still COMPLETING then, so this waits for the final state (polls with backoff, at most wait_s,
+about 8 looks), then POSTs only the configured failed states, with the job's stdout/stderr paths.
+At most max_notifiers of these run at once (the epilog's flock slots); retrying a bot that is down
+is left to one detached `flush --loop` process, so a slot is never held for the whole outage.
 
 Delivery: the event is first written to the spool (atomic rename, fsync'd), then POSTed. A 2xx
 (202 accepted, 200 duplicate) removes it. On failure the notifier stays alive retrying with
@@ -52,12 +55,14 @@ DEFAULTS = {
     "slurm_conf": "",
     "cluster": "",
     "wait_s": "30",
-    "poll_s": "0.5",
+    "poll_s": "0.25",  # first wait; doubles up to 4 s
     "post_timeout_s": "5",
     "retry_for_s": "3600",
     "retry_initial_s": "1",
     "retry_max_interval_s": "60",
     "syslog_socket": "/dev/log",
+    "max_notifiers": "4",  # read by epilog_slurmctld.sh: notifiers running at once
+    "chain_epilog": "",  # read by epilog_slurmctld.sh: the site's own EpilogSlurmctld, run first
 }
 MEMORY_RETRY_S = 600  # an event that could not be spooled is retried from memory for at most this long
 SPOOL_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno.EROFS: "read-only filesystem",
@@ -66,13 +71,15 @@ SPOOL_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno
 LOG_ERR, LOG_WARNING, LOG_INFO = 3, 4, 6
 LOG_DAEMON = 3 << 3
 _WAITING = {"COMPLETING", "RUNNING", "CONFIGURING", "SUSPENDED", "STAGE_OUT", "SIGNALING"}
+_PATHS = ("StdOut", "StdErr", "WorkDir")
 _REST_OF_LINE = ("Command=", "WorkDir=", "StdErr=", "StdIn=", "StdOut=", "Comment=", "AdminComment=",
                  "SystemComment=", "Container=")
 
 
 class Config:
-    def __init__(self, values):
+    def __init__(self, values, path=""):
         self.v = values
+        self.path = path
 
     def __getattr__(self, key):
         return self.v[key]
@@ -102,7 +109,7 @@ def load_config(path):
         raise SystemExit(f"cannot read config {path}: {e.strerror}") from e
     if not values["webhook_url"]:
         raise SystemExit(f"{path}: webhook_url is not set")
-    return Config(values)
+    return Config(values, path)
 
 
 def log(cfg, msg, priority=None):
@@ -171,6 +178,11 @@ def parse_scontrol(text, job_id):
             continue
         line = raw.strip(" ")
         if any(line.startswith(p) for p in _REST_OF_LINE) or raw.startswith("     "):
+            k, _, v = line.partition("=")
+            if k in _PATHS:  # alone on their line, to its end (a path may hold spaces)
+                if k in fields:
+                    ambiguous = True
+                fields[k] = v
             continue
         key = None
         for tok in line.split():
@@ -191,6 +203,7 @@ def final_record(cfg, job_id):
     if cfg.slurm_conf:
         env["SLURM_CONF"] = cfg.slurm_conf
     deadline = time.monotonic() + cfg.num("wait_s")
+    delay = cfg.num("poll_s")
     polls, fields, ambiguous = 0, {}, False
     while True:
         polls += 1
@@ -205,7 +218,8 @@ def final_record(cfg, job_id):
             log(cfg, f"job={job_id} scontrol failed: {e}")
         if fields.get("JobState") not in _WAITING or time.monotonic() >= deadline:
             return fields, ambiguous, polls
-        time.sleep(cfg.num("poll_s"))
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 2, 4.0)
 
 
 def display_id(fields, job_id):
@@ -241,6 +255,11 @@ def build_event(cfg, job_id, fields):
         "partition": display_field(env.get("SLURM_JOB_PARTITION") or fields.get("Partition", "")),
         "cluster": cluster,
         "nodes": env.get("SLURM_JOB_NODELIST") or fields.get("NodeList", ""),
+        # Where the job wrote: scontrol's form (%j, %u, %x expanded), else the epilog's raw pattern.
+        # The bot reads these itself when slurmctld has forgotten the job (MinJobAge).
+        "stdout": fields.get("StdOut") or env.get("SLURM_JOB_STDOUT", ""),
+        "stderr": fields.get("StdErr") or env.get("SLURM_JOB_STDERR", ""),
+        "work_dir": fields.get("WorkDir") or env.get("SLURM_JOB_WORK_DIR", ""),
     }
 
 
@@ -317,7 +336,7 @@ def deliver_unspooled(cfg, event, err, t0):
             continue
         log(cfg, "job={} event={} spooled after all (try {})".format(job, eid, tries), LOG_WARNING)
         if deliver_file(cfg, path) != "sent" or pending(cfg):
-            retry_loop(cfg)
+            start_retrier(cfg)
         return 0
     log(cfg, "job={} event={} LOST: not delivered ({}, {} tries in {:.0f}s) and not spooled: {}; "
              "event: {}".format(job, eid, detail, tries, time.monotonic() - t0, why, body.decode()), LOG_ERR)
@@ -451,7 +470,19 @@ def retry_loop(cfg):
             return
 
 
-def job_end(cfg, job_id):
+def start_retrier(cfg):
+    """Leave the retrying to a detached `flush --loop` (one at a time: retry_loop's lock), so this
+    notifier exits and frees its slot for the next job instead of sleeping through a bot outage."""
+    try:
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), "--config", cfg.path, "flush", "--loop"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError as e:
+        log(cfg, "cannot start the spool retrier ({}); retrying here".format(e), LOG_WARNING)
+        retry_loop(cfg)
+
+
+def job_end(cfg, job_id, reason="unknown"):
     if not re.match(r"^[0-9]{1,10}$", job_id or ""):
         log(cfg, "refusing job id {!r}".format((job_id or "")[:40]))
         return 2
@@ -460,8 +491,9 @@ def job_end(cfg, job_id):
     state = fields.get("JobState", "")
     if ambiguous:
         log(cfg, f"job={job_id} scontrol record is ambiguous (job name with newlines?); state read as {state}")
+    reason = display_field(reason)[:40]
     if state not in cfg.state_set:
-        log(cfg, f"job={job_id} ended {state or 'unknown'} (polls={polls}): not a notified state")
+        log(cfg, f"job={job_id} ended {state or 'unknown'} (reason={reason}, polls={polls}): not a notified state")
         if pending(cfg):
             flush_once(cfg)  # a cheap chance to deliver what an earlier outage left behind
         return 0
@@ -471,12 +503,12 @@ def job_end(cfg, job_id):
     except OSError as e:
         return deliver_unspooled(cfg, event, e, t0)
     result = deliver_file(cfg, path)
-    log(cfg, f"job={job_id} state={state} polls={polls} first attempt {result} after "
+    log(cfg, f"job={job_id} state={state} reason={reason} polls={polls} first attempt {result} after "
              f"{time.monotonic() - t0:.2f}s")
     if result == "sent" and pending(cfg):
         flush_once(cfg)  # the bot answers again: deliver what an earlier outage left behind
     if pending(cfg):
-        retry_loop(cfg)
+        start_retrier(cfg)
     return 0
 
 
@@ -486,6 +518,7 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd")
     je = sub.add_parser("job-end", help="notify the bot about a job that just ended (from the epilog)")
     je.add_argument("job_id")
+    je.add_argument("--reason", default="unknown", help="the Reason the epilog saw (for the log)")
     fl = sub.add_parser("flush", help="deliver spooled notifications")
     fl.add_argument("--loop", action="store_true", help="keep retrying with backoff (like a notifier does)")
     args = ap.parse_args(argv)
@@ -499,7 +532,7 @@ def main(argv=None):
     os.umask(0o077)  # the spool holds job names and users; the log too
     if args.cmd == "job-end":
         try:
-            return job_end(cfg, args.job_id)
+            return job_end(cfg, args.job_id, args.reason)
         except Exception as e:
             log(cfg, "job={} notifier failed: {}: {}".format((args.job_id or "")[:20], type(e).__name__, e), LOG_ERR)
             raise

@@ -31,6 +31,10 @@ class HookReceiver:
     path: str = "/hooks/job-failed"
     requests: list[Received] = field(default_factory=list)
     drop_next: int = 0  # record, then close the connection without a response
+    delay_s: float = 0.0  # answer each POST this late (a slow bot), to see how many notifiers post at once
+    in_flight: int = 0
+    max_in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
     def start(self) -> HookReceiver:
@@ -38,6 +42,17 @@ class HookReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
+                with rcv._lock:
+                    rcv.in_flight += 1
+                    rcv.max_in_flight = max(rcv.max_in_flight, rcv.in_flight)
+                try:
+                    time.sleep(rcv.delay_s)
+                    self._post()
+                finally:
+                    with rcv._lock:
+                        rcv.in_flight -= 1
+
+            def _post(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.path != rcv.path:
                     return self._reply(404, {"error": "not found"})

@@ -61,6 +61,10 @@ def test_failed_job_is_posted_once_signed_with_its_final_state(slurm: SlurmEnv, 
         "partition": "debug",
         "cluster": "ci",
         "nodes": "localhost",
+        # where the job wrote, as scontrol reports it: the bot can read the logs without asking Slurm
+        "stdout": f"{slurm.jobs_dir}/hook-fail-{job}.out",
+        "stderr": f"{slurm.jobs_dir}/hook-fail-{job}.out",
+        "work_dir": str(slurm.jobs_dir),
     }
     # Stable per job end: cluster:job:end time as scontrol prints it.
     end_time = slurm.cluster.scontrol("show", "job", job).split("EndTime=")[1].split()[0]
@@ -75,9 +79,25 @@ def test_successful_and_cancelled_jobs_are_not_posted(slurm: SlurmEnv, receiver:
     running = slurm.submit("#!/bin/bash\nsleep 300\n", "-J", "hook-cx", "-o", "%x-%j.out")
     assert slurm.cluster.wait_state(running, {"RUNNING"}, 20) == "RUNNING"
     subprocess.run(["/usr/bin/scancel", running], env=slurm.cluster.env, check=True)
-    slurm.wait_log(ok, "ended COMPLETED")
-    slurm.wait_log(running, "ended CANCELLED")
+    # Decided in the epilog from the exit code and one scontrol look: no notifier, no polling.
+    for job in (ok, running):
+        slurm.wait_log(job, "ended 0:0 with Reason=None")
+        assert not [ln for ln in slurm.log_lines(job) if "polls=" in ln], slurm.log_lines(job)
+    time.sleep(1)
     assert receiver.for_job(ok) == [] and receiver.for_job(running) == []
+    assert slurm.cluster.job_state(ok) == "COMPLETED" and slurm.cluster.job_state(running) == "CANCELLED"
+
+
+def test_a_burst_of_failures_runs_at_most_max_notifiers_at_once(slurm: SlurmEnv, receiver: HookReceiver) -> None:
+    slurm.configure_hook(max_notifiers="2")
+    receiver.delay_s = 1.5  # a slow bot: unbounded notifiers would all be posting at the same time
+    jobs = [slurm.submit(FAIL_SCRIPT) for _ in range(6)]
+    t0 = time.monotonic()
+    wait_for(lambda: all(receiver.accepted(j) for j in jobs), 60, "all six events")
+    took = time.monotonic() - t0
+    assert receiver.max_in_flight <= 2, f"{receiver.max_in_flight} notifiers posted at once"
+    assert all(len(receiver.for_job(j)) == 1 for j in jobs)
+    print(f"[slurm] 6 failed jobs, max_notifiers=2, bot answering in 1.5 s: all posted after {took:.1f}s")
 
 
 def test_cancelled_jobs_are_posted_when_configured(slurm: SlurmEnv, receiver: HookReceiver) -> None:
@@ -129,9 +149,10 @@ def test_wrong_secret_keeps_the_event_spooled(slurm: SlurmEnv, receiver: HookRec
     slurm.wait_log(job, "HTTP 401")
     assert receiver.accepted(job) == []
     assert len(slurm.spooled()) == 1
+    wait_for(lambda: "giving up" in slurm.notify_log.read_text(), 10, "the retrier to give up")
+    assert len(slurm.spooled()) == 1
     # Fixed secret: the next flush (the timer's job) delivers it.
     slurm.configure_hook()
-    wait_for(lambda: "giving up" in slurm.notify_log.read_text(), 10, "the retrier to give up")
     r = subprocess.run(["/usr/bin/python3", str(slurm.hook_dir / "triage_notify.py"), "--config",
                         str(slurm.hook_dir / "notify.conf"), "flush"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -168,7 +189,8 @@ def test_full_spool_filesystem_the_failed_job_still_reaches_the_bot(slurm: Slurm
         assert ev["state"] == "FAILED" and ev["job_id"] == job
         line = slurm.wait_log(job, "delivered directly")
         assert "NOT spooled" in line and "disk full (No space left on device)" in line
-        assert list((full / "spool").iterdir()) == []
+        # nothing spooled (the epilog's empty slot files take an inode, no blocks)
+        assert [p.name for p in (full / "spool").iterdir() if not p.name.startswith(".notifier-slot.")] == []
     finally:
         slurm.configure_hook()
         subprocess.run(["umount", str(full)], capture_output=True, timeout=30)
