@@ -11,6 +11,7 @@ from bot.engine.library import default_library, load_library
 from bot.engine.reader import DEFAULT_MAX_BYTES
 from bot.engine.render import render_text
 from bot.engine.run import ProgressPrinter
+from bot.engine.scanner import BACKENDS
 from bot.redact import redact_text
 
 
@@ -23,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, .gz/.zst file, or - for stdin")
     p.add_argument("--json", action="store_true", help="print the machine-readable report")
     p.add_argument("--signatures", metavar="DIR", help="use another signature library folder")
-    p.add_argument("--matcher", choices=["hyperscan", "python"], help="force a scan backend")
+    p.add_argument("--matcher", choices=BACKENDS,
+                   help="force a scan backend (default: the fastest installed; env TRIAGE_MATCHER)")
     p.add_argument("--workers", type=int, help="scan processes (default: CPUs, at most 8)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every probe result")
     p.add_argument("--probe", action="store_true", help="ask the node agents on the implicated hosts")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     redacted = [0]
     if args.json:
-        out = report.to_dict()
+        out: object = report.to_dict()
         if args.redact:
             out = _redact_deep(out, redacted)
         json.dump(out, sys.stdout, indent=1, default=str)

@@ -15,6 +15,7 @@ SUBCOMMANDS = [
     "bot.cli.signatures_cmd",
     "bot.cli.probe_cmd",
     "bot.cli.serve_cmd",
+    "bot.cli.completion_cmd",
 ]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -27,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hooks-port", type=int, metavar="N",
                    help="Socket Mode: also listen on N for POST /hooks/job-failed and GET /healthz")
     p.add_argument("--log-level", default=os.environ.get("TRIAGE_LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING")
+    p.add_argument("--log-format", choices=("text", "json"), default=None,
+                   help="text (default) or json: one JSON object per line (env TRIAGE_LOG_FORMAT)")
     p.set_defaults(func=run)
 
 
@@ -35,9 +36,16 @@ def run(args: argparse.Namespace) -> int:
     # 1 ms instead of 5 ms so an ack never queues behind a long stretch of scanning.
     sys.setswitchinterval(0.001)
     from bot import logsafe
+    from node_agent import logfmt, sdnotify
 
     logsafe.install()  # before the first record: every line redacted and bounded, no request body
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_format = (args.log_format or os.environ.get("TRIAGE_LOG_FORMAT") or "text").strip().lower()
+    try:
+        logfmt.setup(args.log_level, log_format, sys.stderr, clean=logsafe.clean_message)
+    except ValueError as exc:
+        print(f"triage serve: {exc} (--log-level / --log-format, TRIAGE_LOG_LEVEL / TRIAGE_LOG_FORMAT)",
+              file=sys.stderr)
+        return 2
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackApiError
 
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
+        sdnotify.notify("STOPPING=1")
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -69,11 +78,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         if socket_mode:
             bot.connect_socket_mode()
+            status = "connected to Slack over Socket Mode"
             if args.hooks_port is not None:
-                bot.serve_http(args.hooks_port, args.host, slack=False)
+                hooks = bot.serve_http(args.hooks_port, args.host, slack=False)
+                status += f"; hooks, /healthz and /metrics on {hooks.url}"
         else:
             server = bot.serve_http(args.port, args.host, slack=True)
             print(f"triage serve: listening on {server.url}/slack/events", file=sys.stderr, flush=True)
+            status = f"listening on {server.url}/slack/events"
+        # Type=notify (deploy/systemd/triage-bot.service): started means Slack is reachable and the ports
+        # accept, not merely that the process exists.
+        sdnotify.notify(f"READY=1\nSTATUS={status}")
         stop.wait()
     except OSError as exc:
         print(f"triage serve: {exc}", file=sys.stderr)

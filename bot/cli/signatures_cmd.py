@@ -8,6 +8,7 @@ import time
 
 from bot.engine.library import load_library
 from bot.engine.lint import lint, run_tests, taxonomy_ids
+from bot.engine.scanner import BACKENDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--dir", metavar="DIR", help="library folder (default: the packaged one)")
         if name == "test":
             sp.add_argument("ids", nargs="*", help="only these signature ids")
-            sp.add_argument("--matcher", choices=["hyperscan", "python"])
+            sp.add_argument("--matcher", choices=BACKENDS)
         sp.set_defaults(func=run)
 
 
