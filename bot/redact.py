@@ -11,6 +11,7 @@ one costs a rotation. What stays is the key name, so the reader still sees what 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +188,7 @@ def _subn(pattern: re.Pattern[str], repl: Any, text: str) -> tuple[str, int]:
     value another rule masked, `GITHUB_TOKEN=ghp_[REDACTED]`, is one secret, not two)."""
     lower = _LOWER.get(id(pattern))
     low = text.lower() if lower is not None else text
+    matches: Iterator[tuple[re.Match[str], re.Match[str] | None]]
     if lower is None or len(low) != len(text):  # no lower twin, or offsets would drift
         matches = ((m, m) for m in pattern.finditer(text))
     else:

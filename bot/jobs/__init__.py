@@ -1,5 +1,15 @@
 """Job sources: turn a scheduler job id into its logs, nodes and verdict (Slurm today)."""
 
-from .base import InvalidJobId, JobInfo, JobLog, JobSource, JobSourceError, NoJobSource
+from .base import (
+    InvalidJobId,
+    JobInfo,
+    JobLog,
+    JobSource,
+    JobSourceError,
+    NodeControl,
+    NoJobSource,
+    node_control,
+)
 
-__all__ = ["InvalidJobId", "JobInfo", "JobLog", "JobSource", "JobSourceError", "NoJobSource"]
+__all__ = ["InvalidJobId", "JobInfo", "JobLog", "JobSource", "JobSourceError", "NoJobSource", "NodeControl",
+           "node_control"]

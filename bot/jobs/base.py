@@ -82,3 +82,19 @@ class NoJobSource:
 
     def resolve(self, job_id: str) -> JobInfo:
         return self.parse_job_id(job_id)  # type: ignore[return-value]
+
+
+class NodeControl(Protocol):
+    """What a job source offers for the human-approved drain (Slurm: bot/jobs/slurm_nodes.py).
+    A source without it (NoJobSource) cannot drain: the bot then offers no Drain button."""
+
+    def node_status(self, host: str) -> Any: ...  # NodeStatus, or None for an unknown node
+    def drain_node(self, host: str, reason: str) -> list[str]: ...  # the argv it ran
+    def resume_node(self, host: str) -> list[str]: ...
+    def jobs_on_node(self, host: str, limit: int = 50) -> tuple[list[Any], int]: ...  # (RunningJob..., total)
+
+
+def node_control(source: object) -> NodeControl | None:
+    """The source's node control, or None when it has none."""
+    names = ("node_status", "drain_node", "resume_node", "jobs_on_node")
+    return source if all(callable(getattr(source, n, None)) for n in names) else None  # type: ignore[return-value]

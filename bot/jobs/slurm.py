@@ -3,7 +3,7 @@
     TRIAGE_JOB_SOURCE=slurm          the bot selects this source (imported lazily by the bot)
     TRIAGE_SLURM_LOG_GLOB            per-rank logs, e.g. "{workdir}/logs/{job_id}/*.log" (several
                                      separated by ':'; fields in docs/slurm.md)
-    TRIAGE_SLURM_SCONTROL / _SACCT   client binaries (default: found on PATH, else /usr/bin/...)
+    TRIAGE_SLURM_SCONTROL / _SACCT / _SQUEUE  client binaries (default: found on PATH, else /usr/bin/...)
     TRIAGE_SLURM_TIMEOUT             seconds per Slurm command (default 10)
     TRIAGE_SLURM_CLUSTER             cluster name shown in answers (default: scontrol show config)
     TRIAGE_SLURM_LOG_MAX_FILES       log files read per job, all together (default 256)
@@ -29,6 +29,7 @@ from .base import JobInfo, JobSourceError
 from .nodelist import NodeListError, expand_nodelist, first_node
 from .slurm_ids import SlurmJobId, parse_slurm_job_id
 from .slurm_logs import LogSearch, find_logs
+from .slurm_nodes import NodeStatus, RunningJob, node_status, running_jobs, update_node
 from .slurm_parse import (
     SACCT_DELIM,
     SACCT_FIELDS,
@@ -76,6 +77,7 @@ def _client(env: dict[str, str], var: str, name: str) -> str:
 class SlurmSettings:
     scontrol: str = "/usr/bin/scontrol"
     sacct: str = "/usr/bin/sacct"
+    squeue: str = "/usr/bin/squeue"
     timeout_s: float = 10.0
     cluster: str | None = None
     logs: LogSearch = field(default_factory=LogSearch)
@@ -87,6 +89,7 @@ class SlurmSettings:
         return cls(
             scontrol=_client(e, "TRIAGE_SLURM_SCONTROL", "scontrol"),
             sacct=_client(e, "TRIAGE_SLURM_SACCT", "sacct"),
+            squeue=_client(e, "TRIAGE_SLURM_SQUEUE", "squeue"),
             timeout_s=float(e.get("TRIAGE_SLURM_TIMEOUT") or 10),
             cluster=e.get("TRIAGE_SLURM_CLUSTER") or None,
             logs=LogSearch(
@@ -139,6 +142,21 @@ class SlurmJobSource:
         except SlurmParseError as e:
             raise JobSourceError(str(e)) from e
         return self._job_info(jid, records, source)
+
+    # ---- node control (bot.jobs.base.NodeControl): the approved drain, resume, jobs on a host ----
+
+    def node_status(self, host: str) -> NodeStatus | None:
+        return node_status(self._run, self.settings.scontrol, host, self.settings.timeout_s)
+
+    def drain_node(self, host: str, reason: str) -> list[str]:
+        return update_node(self._run, self.settings.scontrol, host, self.settings.timeout_s, state="DRAIN",
+                           reason=reason)
+
+    def resume_node(self, host: str) -> list[str]:
+        return update_node(self._run, self.settings.scontrol, host, self.settings.timeout_s, state="RESUME")
+
+    def jobs_on_node(self, host: str, limit: int = 50) -> tuple[list[RunningJob], int]:
+        return running_jobs(self._run, self.settings.squeue, host, self.settings.timeout_s, limit)
 
     # ---- lookup -------------------------------------------------------------------------------
 
@@ -197,7 +215,7 @@ class SlurmJobSource:
                 problems.append(f"node list {rec.nodelist!r}: {e}")
         if not nodes and main.batch_host:
             nodes = [main.batch_host]
-        logs, seen = [], set()
+        logs, seen = [], set[str]()
         for rec in records:
             found = find_logs(rec, self.settings.logs, seen)
             logs += found.logs

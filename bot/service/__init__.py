@@ -12,12 +12,18 @@ from typing import Any
 from bot.jobs import JobSource
 from bot.store import Store
 
+from .alertmanager import AlertFlows, AlertHooks
 from .chat import ChatFlows
 from .commands import SlashFlows
+from .drain import Approvers, DrainFlows
 from .feedback import FeedbackFlows
+from .grouping import Grouping, GroupingSettings
 from .hooks import JobHooks
 from .inputs import FileRef, MessageIn, SlashIn, Where
 from .jobs import JobFlows
+from .lifecycle import Lifecycle
+from .oncall import OnCallFlows
+from .people import People
 from .pool import BoundedPool
 from .probing import Prober
 from .routing import Routes
@@ -35,6 +41,11 @@ class TriageService:
     hooks: JobHooks
     pool: BoundedPool
     work: WorkQueue
+    lifecycle: Lifecycle
+    grouping: Grouping
+    oncall: OnCallFlows
+    drain: DrainFlows | None = None
+    alerts: AlertHooks | None = None
 
     @property
     def store(self) -> Store:
@@ -53,14 +64,24 @@ def message_from_dict(d: dict[str, Any]) -> MessageIn:
 
 def build_service(*, store: Store, chat: Chat, prober: Prober, job_source: JobSource, limits: Limits,
                   routes: Routes, webhook_secret: bytes | None, pool: BoundedPool,
-                  queue_max: int = 200) -> TriageService:
+                  queue_max: int = 200, grouping: GroupingSettings | None = None,
+                  people: People | None = None, drain_users: frozenset[str] = frozenset(),
+                  drain_groups: tuple[str, ...] = (), alert_secret: bytes | None = None) -> TriageService:
     wf = Workflow(store=store, chat=chat, prober=prober, job_source=job_source, limits=limits)
-    jobs = JobFlows(wf)
+    lifecycle = Lifecycle(wf)
+    jobs = JobFlows(wf, people=people, lifecycle=lifecycle)
+    groups = Grouping(jobs, grouping)
     work = WorkQueue(store, pool, queue_max=queue_max)
+    oncall = OnCallFlows(wf, lifecycle)
     svc = TriageService(
-        wf=wf, chat=ChatFlows(wf), slash=SlashFlows(wf, jobs), jobs=jobs, feedback=FeedbackFlows(wf),
-        hooks=JobHooks(jobs, work, routes, webhook_secret), pool=pool, work=work,
+        wf=wf, chat=ChatFlows(wf), slash=SlashFlows(wf, jobs, oncall), jobs=jobs, feedback=FeedbackFlows(wf),
+        hooks=JobHooks(jobs, work, routes, webhook_secret, groups, lifecycle), pool=pool, work=work,
+        lifecycle=lifecycle, grouping=groups, oncall=oncall,
     )
+    svc.chat.lifecycle = lifecycle
+    svc.drain = DrainFlows(wf, Approvers(drain_users, drain_groups, getattr(chat, "usergroup_members", None)), lifecycle)
+    wf.drain = svc.drain
+    svc.alerts = AlertHooks(wf, work, routes, alert_secret)
     register_work(svc)
     return svc
 
@@ -96,7 +117,31 @@ def register_work(svc: TriageService) -> None:
 
     svc.work.register("slash", slash, lambda p: Where(channel=p["cmd"]["channel"], user=p["cmd"]["user"],
                                                       response_url=p["cmd"].get("response_url")))
-    svc.work.register("hook", svc.jobs.run_work, lambda p: None)
+
+    def hook(p: dict[str, Any], attempt: int) -> None:
+        # One failure at a time per incident: the failures that join it wait for the first one's post.
+        with svc.wf.locks.hold(f"incident:{p['incident']}"):
+            svc.jobs.run_work(p, attempt)
+
+    svc.work.register("hook", hook, lambda p: None)
+    svc.work.register("hook-join", svc.grouping.run_join, lambda p: None)
+    register_host_work(svc)
+
+
+def register_host_work(svc: TriageService) -> None:
+    """The approved drain, "Host repaired" and Alertmanager alerts (bot.service.drain, .alertmanager)."""
+    from .inputs import ActionIn, DrainIn
+
+    drain = svc.drain
+    assert drain is not None
+
+    def action_where(p: dict[str, Any]) -> Where:
+        a = p.get("action") or p.get("drain") or {}
+        return Where(channel=a.get("channel"), thread_ts=p.get("thread_ts"), user=a.get("user"))
+
+    svc.work.register("drain", lambda p, _a: drain.drain(DrainIn(**p["drain"])), action_where)
+    svc.work.register("repaired", lambda p, _a: drain.repaired(ActionIn(**p["action"])), action_where)
+    svc.work.register("alert", AlertFlows(svc.wf).run_work, lambda p: None)
 
 
 __all__ = ["BoundedPool", "Limits", "Prober", "Routes", "TriageService", "WorkQueue", "build_service",

@@ -63,6 +63,15 @@ class Answer:
     changes: list[str] = field(default_factory=list)
     next_on: str | None = None  # where the command runs: a host ("gpu-node-17") or "the failing host"
     next_hints: list[str] = field(default_factory=list)  # "`JOB_ID`: the job id (`sacct ...`)": set before pasting
+    # lifecycle (bot.service.lifecycle): mrkdwn status lines, the status word, the job owner's Slack id
+    status: list[str] = field(default_factory=list)
+    lifecycle: str = "open"  # open | acknowledged | snoozed | resolved
+    mention: str | None = None
+    # the human-approved drain (bot.service.drain): the host and reason the "Drain host" button offers,
+    # and where that stands: None (offered) | drained | repaired
+    drain_host: str | None = None
+    drain_reason: str | None = None
+    drain_state: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -401,6 +410,8 @@ class Headline:
     detail: str | None = None  # "Started by rank 0 on gpu01"
     state: str = "diagnosing"  # diagnosing | diagnosed | unknown (nothing recognised) | ok (healthy hosts)
     requester: str | None = None  # Slack user id, shown as a mention
+    lifecycle: list[str] = field(default_factory=list)  # status lines (mrkdwn, escaped already)
+    notify: str | None = None  # the job's user as a Slack user id (bot.service.people): mentioned
 
 
 @dataclass
@@ -411,6 +422,8 @@ class HomeIncident:
     when: str  # "2h ago"
     job_id: str | None
     hosts: list[str]
+    status: str | None = None  # open | acknowledged | snoozed | resolved
+    owner: str | None = None
 
 
 @dataclass
@@ -419,3 +432,5 @@ class HomeData:
     top_signatures: list[tuple[str, int]]
     top_hosts: list[tuple[str, int]]
     precision: list[tuple[str, int, int]]  # signature, right, wrong
+    mine: list[HomeIncident] = field(default_factory=list)  # unresolved incidents the viewer owns
+    mutes: list[str] = field(default_factory=list)  # active mutes, one mrkdwn line each

@@ -7,6 +7,7 @@ import html
 import logging
 import re
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from bot.redact import redact
 
@@ -15,7 +16,10 @@ from .errors import UserFacingError
 from .evidence import Piece, prepare, unique_name
 from .inputs import FileRef, MessageIn
 from .unpack import read_archive
-from .workflow import Outcome, Workflow
+from .workflow import Outcome, Workflow, implicated_hosts
+
+if TYPE_CHECKING:
+    from .lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,7 @@ def readable_file(f: FileRef) -> bool:
 class ChatFlows:
     def __init__(self, wf: Workflow) -> None:
         self.wf = wf
+        self.lifecycle: Lifecycle | None = None  # mutes apply to watched bots' posts (people asked: no mute)
 
     @property
     def bot_user_id(self) -> str | None:
@@ -231,6 +236,12 @@ class ChatFlows:
                 if prose_hint and not explicit and only_text and not looks_like_log(msg.text or ""):
                     self._hint(msg, report.diagnoses[0].signature)
                     return None
+                if origin == "bot" and self.lifecycle is not None:
+                    hit = self.lifecycle.muted(signature=report.diagnoses[0].signature,
+                                               hosts=implicated_hosts(report))
+                    if hit is not None:
+                        log.info("bot post %s/%s not answered: %s", msg.channel, msg.ts, hit.describe())
+                        return None
                 if self.wf.prober.enabled and not reacted:
                     self.wf.chat.react(msg.channel, msg.ts, PROGRESS)
                     reacted = True
@@ -240,10 +251,27 @@ class ChatFlows:
                 answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more + probe_notes,
                                            new_pieces=pieces, probe_run=run)
                 self.wf.post_card(incident, thread, answer)
+                self._tell_redacted(msg.channel, thread, pieces)
                 return Outcome(incident, answer, report, [], True)
             finally:
                 if reacted:
                     self.wf.chat.unreact(msg.channel, msg.ts, PROGRESS)
+
+    def _tell_redacted(self, channel: str, thread_ts: str | None, pieces: list[Piece]) -> None:
+        """Each poster, and only that poster, learns that their message held secrets: the bot kept
+        them out of the store and the answer, but the Slack message still shows them."""
+        counts: dict[str, int] = {}
+        for p in pieces:
+            if p.redactions and p.author:
+                counts[p.author] = counts.get(p.author, 0) + p.redactions
+        for user, count in counts.items():
+            text = (f":lock: Your message held {count} secret{'s' if count != 1 else ''} (tokens, passwords or "
+                    "keys). I stored and showed it with them as `[REDACTED]`, but your Slack message still shows "
+                    "them: edit or delete it, and rotate them.")
+            try:
+                self.wf.chat.post_ephemeral(channel, user, text, thread_ts=thread_ts)
+            except Exception as exc:  # the answer is out; a failed private note must not fail the work item
+                log.info("could not tell %s about redacted secrets: %s", user, exc)
 
     def _say_nothing_found(self, channel: str, thread: str, notes: list[str], pieces: list[Piece]) -> None:
         names = [p.name for p in pieces]
@@ -284,6 +312,7 @@ class ChatFlows:
             if not pieces and not explicit:
                 return None
             outcome = self.wf.rediagnose(incident, pieces, trigger="follow-up", force_post=explicit)
+            self._tell_redacted(msg.channel, msg.root, pieces)
             if pieces and not outcome.changed and not explicit:
                 self.wf.chat.react(msg.channel, msg.ts, ADDED)
             return outcome
@@ -348,6 +377,7 @@ class ChatFlows:
                 answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more,
                                            new_pieces=pieces, probe_run=run)
                 self.wf.post_card(incident, thread, answer)
+                self._tell_redacted(mention.channel, thread, pieces)
                 return Outcome(incident, answer, report, [], True)
             finally:
                 self.wf.chat.unreact(mention.channel, mention.ts, PROGRESS)

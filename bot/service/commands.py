@@ -13,6 +13,9 @@ from .evidence import prepare
 from .hostlist import HostListError, expand_hostlist
 from .inputs import SlashIn, Where
 from .jobs import JobEvent, JobFlows
+from .oncall import HELP as ONCALL_HELP
+from .oncall import WORDS as ONCALL_WORDS
+from .oncall import OnCallFlows
 from .workflow import Workflow, headline_for
 
 HELP = (
@@ -20,7 +23,8 @@ HELP = (
     "• `/diagnose &lt;pasted log lines&gt;`: diagnose the text\n"
     "• `/diagnose 1234` (or `job 1234`): look the job up in the scheduler and diagnose its logs\n"
     "• `/diagnose hosts gpu[01-04]`: ask the node agents on those hosts\n"
-    "Or paste a log / attach a .log or .gz file in a channel I am in, and mention me in a failing job's thread."
+    "Or paste a log / attach a .log or .gz file in a channel I am in, and mention me in a failing job's thread.\n"
+    "*Incidents*\n" + ONCALL_HELP
 )
 
 # What users type for a job (the job source has the final word): 1234, job-1234, job 1234, #1234,
@@ -33,9 +37,10 @@ _ATTEMPTED_JOB = re.compile(r"^\s*(?:job\b|#|\d|\$\(|`)", re.I)
 
 
 class SlashFlows:
-    def __init__(self, wf: Workflow, jobs: JobFlows) -> None:
+    def __init__(self, wf: Workflow, jobs: JobFlows, oncall: OnCallFlows | None = None) -> None:
         self.wf = wf
         self.jobs = jobs
+        self.oncall = oncall
 
     def on_slash(self, cmd: SlashIn, where: Where | None = None) -> None:
         text = cmd.text.strip()
@@ -43,7 +48,9 @@ class SlashFlows:
         if not words or words[0].lower() in ("help", "-h", "--help"):
             self._reply(cmd, HELP)
             return
-        if words[0].lower() in _HOST_WORDS:
+        if self.oncall is not None and words[0].lower() in ONCALL_WORDS:
+            self.oncall.on_slash(cmd, words, lambda text: self._reply(cmd, text))
+        elif words[0].lower() in _HOST_WORDS:
             self.hosts(cmd, " ".join(words[1:]))
         elif len(words) <= 2 and len(text) <= 64 and self.job(cmd, text, where):
             pass

@@ -107,10 +107,11 @@ def to_record(piece: Piece, report: Report) -> NewEvidence:
 
 def from_record(rec: EvidenceRecord, data: bytes | None = None) -> Piece:
     """Rebuild a piece for re-diagnosis: the kept text, re-fetched bytes, or the stored excerpt."""
+    problems: list[str] = []
     if rec.text is not None:
-        body, kept, problems = rec.text.encode("utf-8"), True, []
+        body, kept = rec.text.encode("utf-8"), True
     elif data is not None:
-        body, kept, problems = data, False, []
+        body, kept = data, False
     else:
         body, kept = (rec.excerpt or "").encode("utf-8"), True
         problems = [f"{rec.name}: the original could not be fetched again; re-read its stored excerpt"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -122,15 +123,40 @@ class FeedbackFlows:
         store = self.wf.store
         candidates = st.incident_channels(store, HOME_CHANNELS_CHECKED)
         channels = sorted(set(visible(user, candidates)) & set(candidates)) if candidates and user else []
-        recent = [HomeIncident(id=r.id, link=self.wf.chat.permalink(r.channel, r.thread_ts), signature=r.signature,
-                               when=ago(now - r.created_at), job_id=r.job_id, hosts=r.hosts)
-                  for r in st.recent_incidents_in(store, channels, 10)]
+        recent = [self._home_incident(r.id, now) for r in st.recent_incidents_in(store, channels, 10)]
+        mine = []
+        if channels:  # the viewer's own unresolved incidents, from the same conversations
+            from bot.store.lifecycle import incidents_where
+
+            mine = [self._home_incident(i.id, now) for i in incidents_where(
+                store, "owner = ? AND resolved_at IS NULL AND state = 'open' AND channel IN (SELECT value FROM"
+                " json_each(?))", [user, json.dumps(channels)], limit=10)]
+        from .lifecycle import describe_mute
+
         return HomeData(
-            recent=recent,
+            recent=[r for r in recent if r is not None],
             top_signatures=st.top_signatures_in(store, channels, 7, now=now),
             top_hosts=st.top_hosts_in(store, channels, 30, now=now),
             precision=[(p.signature, p.right, p.wrong) for p in st.feedback_precision(store)],
+            mine=[r for r in mine if r is not None],
+            mutes=[describe_mute(m, self.wf.clock()) for m in self._active_mutes()],
         )
+
+    def _active_mutes(self) -> list[Any]:
+        from bot.store.lifecycle import active_mutes
+
+        return active_mutes(self.wf.store, self.wf.clock())
+
+    def _home_incident(self, incident_id: int, now: float) -> HomeIncident | None:
+        """One Home line: the incident, its link and its lifecycle status (open, acknowledged, ...)."""
+        from .lifecycle import status_word
+
+        i = self.wf.store.get_incident(incident_id)
+        if i is None:
+            return None
+        return HomeIncident(id=i.id, link=self.wf.chat.permalink(i.channel, i.thread_ts), signature=i.signature,
+                            when=ago(now - i.created_at), job_id=i.job_id, hosts=i.hosts,
+                            status=status_word(i, self.wf.clock()), owner=i.owner)
 
 
 def evidence_text(report: dict[str, Any], items: list[Any]) -> str:

@@ -5,8 +5,9 @@ X-Triage-Signature = v1=<hex HMAC-SHA256(secret, "v1:" + timestamp + ":" + body)
 each signature accepted once. A scheduler that retries must sign each attempt afresh; retries are
 idempotent on `event_id` (200 with the existing incident, never a second post).
 
-Answers: 202 accepted (work continues on the pool), 200 already known, 400 bad JSON or fields,
-401 bad/old/replayed signature, 413 body too large, 503 not configured or busy.
+Answers: 202 accepted (work continues on the pool; "grouped" when the failure joins an open incident
+or a storm, bot.service.grouping), 200 already known or muted (bot.service.lifecycle), 400 bad JSON
+or fields, 401 bad/old/replayed signature, 413 body too large, 503 not configured or busy.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.store import Incident
+from bot.store import lifecycle as lc
+from bot.store.lifecycle import Member
 from node_agent.auth import HEADER_SIGNATURE, HEADER_TIMESTAMP, AuthError, ReplayCache, verify
 
+from .grouping import Grouping
 from .jobs import JobEvent, JobFlows, parse_nodes
+from .lifecycle import Lifecycle
 from .pool import PoolBusy
 from .routing import Routes
 from .work import WorkQueue
@@ -82,12 +87,15 @@ def parse_event(body: bytes) -> JobEvent:
 
 
 class JobHooks:
-    def __init__(self, jobs: JobFlows, work: WorkQueue, routes: Routes, secret: bytes | None) -> None:
+    def __init__(self, jobs: JobFlows, work: WorkQueue, routes: Routes, secret: bytes | None,
+                 grouping: Grouping | None = None, lifecycle: Lifecycle | None = None) -> None:
         self.jobs = jobs
         self.work = work
         self.routes = routes
         self.secret = secret
         self.replays = ReplayCache()
+        self.grouping = grouping
+        self.lifecycle = lifecycle
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> HookResponse:
         if self.secret is None:
@@ -116,15 +124,40 @@ class JobHooks:
             return self._submit(existing, event, existing.channel or "", retry=True)
         if existing is not None:
             return HookResponse(200, {"incident": existing.id, "status": "exists", "state": existing.state})
+        member = lc.member_by_event(store, event.event_id or "")
+        if member is not None:  # a retry of a failure that joined a group
+            if not store.seen_event(f"hook:{event.event_id}"):  # joined, but the bot died before queueing it
+                return self._submit_join(member, event)
+            return HookResponse(200, {"incident": member.incident_id, "status": "exists"})
+        hit = self.lifecycle.muted(hosts=event.nodes, job=event.to_dict()) if self.lifecycle else None
+        if hit is not None:  # 2xx: the scheduler's notifier drops it instead of retrying
+            return HookResponse(200, {"status": "muted", "mute": hit.mute.id, "until": hit.mute.expires_at})
         channel = self.routes.channel_for(event.routing_fields())
         if not channel:
             return HookResponse(503, {"error": "no channel for this job: set TRIAGE_CHANNEL or a TRIAGE_ROUTES rule"})
-        incident, created = store.create_incident(
-            origin="webhook", channel=channel, thread_ts=None, hook_event_id=event.event_id, job_id=event.job_id,
-            job=event.to_dict(), hosts=event.nodes)
+        if self.grouping is not None:
+            placed = self.grouping.place(event, channel)
+            incident, created = placed.incident, placed.member is not None
+            if created and placed.kind != "new":
+                assert placed.member is not None
+                return self._submit_join(placed.member, event, placed.kind)
+        else:
+            incident, created = store.create_incident(
+                origin="webhook", channel=channel, thread_ts=None, hook_event_id=event.event_id, job_id=event.job_id,
+                job=event.to_dict(), hosts=event.nodes)
         if not created:
             return HookResponse(200, {"incident": incident.id, "status": "exists", "state": incident.state})
         return self._submit(incident, event, channel)
+
+    def _submit_join(self, member: Member, event: JobEvent, kind: str = "job") -> HookResponse:
+        """Queue a failure that joins an open incident (one job, one host) or a storm's summary."""
+        try:
+            self.work.submit("hook-join", {"incident": member.incident_id, "event": event.to_dict()},
+                             [f"hook:{event.event_id}"])
+        except PoolBusy as exc:
+            lc.delete_member(self.jobs.wf.store, member.id)  # the scheduler's retry joins it later
+            return HookResponse(503, {"error": f"busy: {exc}; retry later"})
+        return HookResponse(202, {"incident": member.incident_id, "status": "grouped", "group": kind})
 
     def _submit(self, incident: Incident, event: JobEvent, channel: str, retry: bool = False) -> HookResponse:
         store = self.jobs.wf.store

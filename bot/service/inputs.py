@@ -75,3 +75,39 @@ class Where:
     thread_ts: str | None = None
     user: str | None = None
     response_url: str | None = None
+
+
+@dataclass
+class DrainIn:
+    """The drain confirmation modal, submitted: who confirmed which incident's drain, with what reason."""
+
+    incident_id: int
+    version: int
+    user: str
+    channel: str
+    message_ts: str
+    reason: str
+
+
+@dataclass
+class LifecycleIn:
+    """A lifecycle control on the card: Acknowledge, Snooze (value: seconds), Owner (value: a user id), Reopen."""
+
+    incident_id: int
+    user: str
+    channel: str
+    message_ts: str
+    kind: str  # ack | snooze | owner | reopen | resolve
+    value: str | None = None
+
+
+@dataclass
+class ResolveIn:
+    """The Resolve modal, submitted: the confirmed cause (a signature, a description, or both)."""
+
+    incident_id: int
+    user: str
+    channel: str
+    message_ts: str
+    signature: str | None
+    text: str | None

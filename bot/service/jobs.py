@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.jobs import JobInfo, JobSourceError
 from bot.redact import redact
@@ -15,6 +15,10 @@ from .answer import Headline, esc
 from .hostlist import HostListError, expand_hostlist
 from .inputs import Where
 from .jobsource import job_pieces
+
+if TYPE_CHECKING:
+    from .lifecycle import Lifecycle
+    from .people import People
 from .workflow import Workflow, headline_for
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,7 @@ class JobEvent:
     cluster: str | None = None
     nodes: list[str] = field(default_factory=list)
     requester: str | None = None  # Slack user who asked (/diagnose)
+    slack_user: str | None = None  # the job's user on Slack (bot.service.people), mentioned on the post
 
     def routing_fields(self) -> dict[str, Any]:
         return {"partition": self.partition, "cluster": self.cluster, "user": self.user, "name": self.name,
@@ -51,7 +56,7 @@ def merge(event: JobEvent, job: JobInfo | None) -> JobEvent:
         job_id=job.job_id or event.job_id, event_id=event.event_id, state=job.state or event.state,
         exit_code=job.exit_code or event.exit_code, name=job.name or event.name, user=job.user or event.user,
         partition=job.partition or event.partition, cluster=job.cluster or event.cluster,
-        nodes=list(job.nodes) or event.nodes, requester=event.requester,
+        nodes=list(job.nodes) or event.nodes, requester=event.requester, slack_user=event.slack_user,
     )
 
 
@@ -77,8 +82,16 @@ def parse_nodes(raw: Any) -> list[str]:
 
 
 class JobFlows:
-    def __init__(self, wf: Workflow) -> None:
+    def __init__(self, wf: Workflow, people: People | None = None, lifecycle: Lifecycle | None = None) -> None:
         self.wf = wf
+        self.people = people
+        self.lifecycle = lifecycle
+
+    def _defer_headline(self, incident: Incident) -> bool:
+        """A signature mute can only be checked once the logs are diagnosed: while one is active, a
+        scheduler incident posts after its diagnosis, so a muted one posts nothing at all."""
+        return (incident.origin == "webhook" and not incident.headline_ts and self.lifecycle is not None
+                and self.lifecycle.signature_mutes_active())
 
     def run_work(self, payload: dict[str, Any], attempt: int = 1) -> None:
         """A queued webhook job (bot.service.work): resumed after a crash, it carries on from what the
@@ -92,20 +105,21 @@ class JobFlows:
             self.wf.store.update_incident(incident.id, state="diagnosing")
         where = Where(channel=incident.channel, thread_ts=incident.thread_ts)
         try:
-            self.run(incident, JobEvent(**payload["event"]), where)
+            self.run(incident, JobEvent(**payload["event"]), where, resumed=attempt > 1)
         except Exception as exc:
             exc.triage_where = where  # type: ignore[attr-defined]  # where the error is told
             raise
 
     def run(self, incident: Incident, event: JobEvent, where: Where | None = None,
-            job: JobInfo | None = None) -> None:
+            job: JobInfo | None = None, *, resumed: bool = False) -> None:
         try:
-            self._run(incident, event, where, job)
+            self._run(incident, event, where, job, resumed)
         except Exception:
             self.wf.store.update_incident(incident.id, state="error")  # not "diagnosing" forever
             raise
 
-    def _run(self, incident: Incident, event: JobEvent, where: Where | None, job: JobInfo | None) -> None:
+    def _run(self, incident: Incident, event: JobEvent, where: Where | None, job: JobInfo | None,
+             resumed: bool = False) -> None:
         """Post the channel message, resolve the job, diagnose its logs, answer in the thread.
 
         `where` (the error handler's target) learns the thread as soon as it exists; `job` is the
@@ -115,15 +129,22 @@ class JobFlows:
         if job is not None:
             event = merge(event, job)
         subj = subject(event)
-        if incident.headline_ts is None:
-            channel, ts = wf.chat.post_headline(incident.channel or "",
-                                                Headline(subj, "Diagnosing…", requester=event.requester))
+        if incident.origin == "webhook" and event.slack_user is None and self.people is not None:
+            event.slack_user = self.people.slack_user(event.user)
+        defer = self._defer_headline(incident)
+        if incident.headline_ts is None and not defer:
+            mark = f"incident:{incident.id}"
+            found = self._headline_posted_before(incident, mark) if resumed else None
+            channel, ts = found or wf.chat.post_headline(incident.channel or "",
+                                                         Headline(subj, "Diagnosing…", requester=event.requester,
+                                                                  notify=event.slack_user),
+                                                         mark=mark)
             wf.store.update_incident(incident.id, channel=channel, thread_ts=ts, headline_ts=ts, subject=subj)
             incident.channel, incident.thread_ts, incident.headline_ts, incident.subject = channel, ts, ts, subj
         if where is not None:
             where.channel, where.thread_ts = incident.channel, incident.thread_ts
         channel, thread = incident.channel or "", incident.thread_ts
-        with wf.locks.hold(f"{channel}:{thread}"):
+        with wf.locks.hold(f"{channel}:{thread}" if thread else f"unposted:{incident.id}"):
             notes: list[str] = []
             if job is None:
                 try:
@@ -153,9 +174,39 @@ class JobFlows:
                 return
             answer, _ = wf.record(incident, report, trigger="initial", notes=notes, new_pieces=pieces,
                                   probe_run=run, job_summary=subj, job_nodes=event.nodes or None)
+            if defer and self._muted(incident, event, answer.signature, report):
+                return
+            if incident.headline_ts is None:  # deferred: the channel message comes with the verdict
+                self._post_headline(incident, headline_for(answer, subj, requester=event.requester))
+                channel, thread = incident.channel or "", incident.thread_ts
             wf.post_card(incident, thread, answer)
             wf.chat.update_headline(channel, incident.headline_ts or "",
                                     headline_for(answer, subj, requester=event.requester))
+
+    def _headline_posted_before(self, incident: Incident, mark: str) -> tuple[str, str] | None:
+        """A killed attempt may have posted the headline and died before the store noted it."""
+        try:
+            return self.wf.chat.find_headline(incident.channel or "", mark, oldest=incident.created_at - 60)
+        except Exception as exc:  # no history scope, a #name instead of an id: post again rather than fail
+            log.info("could not look for an earlier headline of incident %s: %s", incident.id, exc)
+            return None
+
+    def _muted(self, incident: Incident, event: JobEvent, signature: str, report: Any) -> bool:
+        from .workflow import implicated_hosts
+
+        assert self.lifecycle is not None
+        hit = self.lifecycle.muted(signature=signature, hosts=implicated_hosts(report, event.nodes) + event.nodes,
+                                   job=event.to_dict())
+        if hit is None:
+            return False
+        log.info("incident %s not posted: %s", incident.id, hit.describe())
+        self.wf.store.update_incident(incident.id, state="muted")
+        return True
+
+    def _post_headline(self, incident: Incident, headline: Headline) -> None:
+        channel, ts = self.wf.chat.post_headline(incident.channel or "", headline, mark=f"incident:{incident.id}")
+        self.wf.store.update_incident(incident.id, channel=channel, thread_ts=ts, headline_ts=ts)
+        incident.channel, incident.thread_ts, incident.headline_ts = channel, ts, ts
 
     def _finish_without_diagnosis(self, incident: Incident, subj: str, status: str, notes: list[str],
                                   pieces: list | None = None, report: Any = None) -> None:
@@ -165,8 +216,12 @@ class JobFlows:
         for p in pieces or []:
             wf.store.add_evidence(incident.id, to_record(p, report))
         wf.store.update_incident(incident.id, state="no-failure")
-        wf.chat.update_headline(incident.channel or "", incident.headline_ts or "",
-                                Headline(subj, status, state="unknown", requester=incident.requester))
+        headline = Headline(subj, status, state="unknown", requester=incident.requester,
+                            notify=(incident.job or {}).get("slack_user"))
+        if incident.headline_ts is None:  # deferred (a signature mute is active): nothing to mute here
+            self._post_headline(incident, headline)
+        else:
+            wf.chat.update_headline(incident.channel or "", incident.headline_ts or "", headline)
         body = esc(status)
         if notes:
             body += "\n" + "\n".join(f"• {esc(redact(n))}" for n in notes[:10])

@@ -7,6 +7,8 @@
       - match: {user: alice}
         channel: "#alice-jobs"
     default: "#gpu-oncall"                          # optional; else TRIAGE_CHANNEL
+
+Alertmanager alerts (bot.service.alertmanager) also match on alertname, severity and host.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-MATCH_KEYS = ("partition", "cluster", "user", "name", "state", "account", "qos")
+MATCH_KEYS = ("partition", "cluster", "user", "name", "state", "account", "qos", "alertname", "severity", "host")
 
 
 class RoutesError(ValueError):

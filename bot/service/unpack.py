@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 
 @dataclass
@@ -170,7 +171,8 @@ def _read_tar(data: bytes, out: Archive, max_total: int, max_members: int) -> No
     import tarfile
 
     comp = compression_of(data)
-    stream: io.RawIOBase | io.BufferedIOBase
+    stream: Any  # a BytesIO, or zstandard's reader (a file-like object, not an io class)
+    mode: Literal["r|", "r|gz"]
     if comp == "zstd":
         import zstandard
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot import metrics
 from bot.store import Store
 
 from .inputs import Where
@@ -31,7 +33,7 @@ SLASH_WINDOW_S = 30.0  # the same /diagnose text from the same person in the sam
 
 @dataclass
 class Handler:
-    run: Callable[[dict[str, Any], int], None]  # (payload, attempt)
+    run: Callable[[dict[str, Any], int], object]  # (payload, attempt); what it returns is not used
     where: Callable[[dict[str, Any]], Where | None]
 
 
@@ -48,7 +50,7 @@ class WorkQueue:
         self._running: set[int] = set()
         self._guard = threading.Lock()
 
-    def register(self, kind: str, run: Callable[[dict[str, Any], int], None],
+    def register(self, kind: str, run: Callable[[dict[str, Any], int], object],
                  where: Callable[[dict[str, Any]], Where | None] = lambda p: None) -> None:
         self.handlers[kind] = Handler(run, where)
 
@@ -124,6 +126,10 @@ class WorkQueue:
 
     def _run(self, item: dict[str, Any]) -> None:
         wid, kind, payload, attempt = item["id"], item["kind"], item["payload"], item["attempts"]
+        # When it was accepted, on the real clock (the store's may be a test's): latencies count from the ack.
+        accepted = time.time() - max(0.0, self.store.clock() - float(item.get("created_at") or self.store.clock()))
+        token = metrics.accepted_at.set(accepted)
+        outcome = "failed"
         try:
             handler = self.handlers.get(kind)
             if handler is None:
@@ -144,7 +150,10 @@ class WorkQueue:
                     log.exception("work item %s (%s) failed", wid, kind)
                 return
             self.store.finish_work(wid)
+            outcome = "done"
         finally:
+            metrics.accepted_at.reset(token)
+            metrics.WORK_SECONDS.labels(kind, outcome).observe(max(0.0, time.time() - accepted))
             with self._guard:
                 self._running.discard(wid)
             self._wake.set()

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot import metrics
 from bot.engine import Report
 from bot.jobs import JobSource
 from bot.store import Incident, Store
@@ -24,6 +26,7 @@ from . import engine_gate
 from .answer import Answer, Headline, build_answer, ordinal, what_changed
 from .evidence import Piece, from_record, to_record
 from .inputs import FileRef
+from .lifecycle import status_lines, status_word
 from .probing import Prober
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,8 @@ class Chat(Protocol):
 
     def post_answer(self, channel: str, thread_ts: str | None, answer: Answer) -> str: ...
     def update_answer(self, channel: str, ts: str, answer: Answer) -> None: ...
-    def post_headline(self, channel: str, headline: Headline) -> tuple[str, str]: ...
+    def post_headline(self, channel: str, headline: Headline, mark: str | None = None) -> tuple[str, str]: ...
+    def find_headline(self, channel: str, mark: str, oldest: float) -> tuple[str, str] | None: ...
     def update_headline(self, channel: str, ts: str, headline: Headline) -> None: ...
     def post_changes(self, channel: str, thread_ts: str, changes: list[str], answer: Answer) -> str: ...
     def post_details(self, channel: str, thread_ts: str | None, answer: Answer) -> str: ...
@@ -52,6 +56,12 @@ class Chat(Protocol):
     def thread_messages(self, channel: str, thread_ts: str, limit: int = 200) -> list[dict[str, Any]]: ...
     def permalink(self, channel: str | None, ts: str | None) -> str | None: ...
     def identity(self) -> dict[str, Any]: ...
+    def post_storm(self, channel: str, summary: Any) -> tuple[str, str]: ...
+    def update_storm(self, channel: str, ts: str, summary: Any) -> None: ...
+    def post_host_action(self, channel: str, thread_ts: str | None, text: str,
+                         repaired_value: str | None = None) -> str: ...
+    def usergroup_members(self, group: str) -> set[str]: ...
+    def post_host_answer(self, channel: str, thread_ts: str | None, answer: Any) -> str: ...
 
 
 @dataclass
@@ -134,11 +144,17 @@ class Workflow:
         self.job_source = job_source
         self.limits = limits
         self.locks = KeyedLocks()
+        # What "now" is for lifecycle decisions (snooze and mute expiry, grouping windows): a test
+        # moves it instead of sleeping.
+        self.clock: Callable[[], float] = lambda: store.clock()
+        self.drain: Any = None  # bot.service.drain.DrainFlows, set by build_service
 
     # -- engine and probes -----------------------------------------------------------------------
 
     def engine(self, pieces: list[Piece]) -> tuple[Report, list[str]]:
+        started, t0 = time.time(), time.monotonic()
         report = engine_gate.diagnose([(p.name, p.data) for p in pieces], max_bytes=self.limits.max_unpacked)
+        metrics.engine_run(started, time.monotonic() - t0)
         return report, [n for p in pieces for n in p.problems]
 
     def probe(self, report: Report, job_nodes: list[str] | None = None,
@@ -147,6 +163,7 @@ class Workflow:
         if not (self.prober.enabled and report.diagnoses):
             return report, [], None
         out = self.prober.fuse(report, hosts=job_nodes or None, job_id=job_id)
+        metrics.PROBE_SECONDS.observe(out.duration_s)
         run = {"hosts": out.hosts, "duration_s": out.duration_s, "results": out.report.probes or {},
                "error": out.error}
         return out.report, [out.error] if out.error else [], run
@@ -180,12 +197,24 @@ class Workflow:
             redactions=self.redactions(incident.id),
         )
         answer.feedback = list(feedback or (previous.feedback if previous else []))
+        answer.status = status_lines(incident, self.clock())
+        answer.lifecycle = status_word(incident, self.clock())
+        answer.mention = (incident.job or {}).get("slack_user")
+        if self.drain is not None:  # "Drain host" where the next step is a drain (bot.service.drain)
+            self.drain.annotate(answer, hosts, job_nodes)
         changes = what_changed(previous, answer)
         answer.changes = changes
         self.store.add_diagnosis(incident.id, version=version, trigger=trigger, signature=top.signature,
                                  confidence=top.confidence, report=full_report_dict(report), answer=answer.to_dict(),
                                  changes=changes, hosts=hosts)
         incident.version = version
+        latency = metrics.diagnosis(top.signature, trigger)
+        # One line per diagnosis (redacted like every record: bot.logsafe); the JSON log has the fields apart.
+        log.info("diagnosis incident=%d version=%d signature=%s confidence=%.2f trigger=%s latency_ms=%d",
+                 incident.id, version, top.signature, top.confidence, trigger, latency * 1000,
+                 extra={"incident": incident.id, "version": version, "signature": top.signature,
+                        "confidence": round(float(top.confidence), 3), "trigger": trigger,
+                        "latency_ms": int(latency * 1000)})
         return answer, changes
 
     def redactions(self, incident_id: int) -> int:
@@ -351,4 +380,4 @@ def _has_facts(facts: dict[str, Any]) -> bool:
 def headline_for(answer: Answer, subject: str | None = None, requester: str | None = None) -> Headline:
     detail = f"Started by {answer.initiating}" if answer.initiating else None
     return Headline(subject=subject or answer.job or "Diagnosis", status=answer.headline, detail=detail,
-                    state="diagnosed", requester=requester)
+                    state="diagnosed", requester=requester, lifecycle=list(answer.status), notify=answer.mention)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryHandler, RetryState
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
+
+from bot import metrics
 
 from .settings import Settings
 
@@ -38,8 +42,25 @@ class ReadRetry(RetryHandler):
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
+class CountingWebClient(WebClient):
+    """Every Web API call goes through api_call: a failed attempt is counted (triage_slack_api_errors_total)
+    by method and Slack's error code, or the exception's type when no answer came."""
+
+    def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        try:
+            return super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            resp = exc.response
+            code = resp.get("error") if resp is not None else None
+            metrics.slack_api_error(api_method, str(code or getattr(resp, "status_code", "") or "unknown"))
+            raise
+        except Exception as exc:
+            metrics.slack_api_error(api_method, type(exc).__name__)
+            raise
+
+
 def make_web_client(settings: Settings, logger: logging.Logger | None = None) -> WebClient:
-    return WebClient(
+    return CountingWebClient(
         token=settings.bot_token,
         base_url=settings.api_url or DEFAULT_API_URL,
         timeout=30,

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -31,6 +32,7 @@ WRITE_DEADLINE_S = 600  # a Slack write is retried (429 Retry-After, 5xx and net
 BACKOFF_MAX_S = 30
 REACTION_DEADLINE_S = 20  # progress marks are best effort: never hold a worker long
 TEXT_FORM_MAX = 3900
+MARK_EVENT = "gpu_triage_post"  # message metadata type of our posts: {"mark": what it is}
 _LAYOUT_ERRORS = {"msg_too_long", "invalid_blocks", "invalid_blocks_format", "invalid_attachments"}
 _TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
 
@@ -97,10 +99,15 @@ class SlackGateway:
 
     # -- the outbox: every write goes through here ----------------------------------------------------
 
-    def _write(self, method: str, deadline_s: float | None = None, **kw: Any) -> Any:
+    def _write(self, method: str, deadline_s: float | None = None, recheck: Callable[[], Any] | None = None,
+               **kw: Any) -> Any:
         """Call a Web API write, retried until WRITE_DEADLINE_S: 429 after its Retry-After, 5xx and
         network errors with exponential backoff. A message Slack refuses for its layout or length
-        (`msg_too_long`, `invalid_blocks`) is sent again in its text-only form. Other refusals raise."""
+        (`msg_too_long`, `invalid_blocks`) is sent again in its text-only form. Other refusals raise.
+
+        After a network error the write may have been done and only the reply lost: `recheck` (for
+        posts that carry a metadata mark) finds such a message, which is then the result, so a
+        retry never posts twice."""
         fn = getattr(self.client, method)
         limit_s = self.write_deadline_s if deadline_s is None else min(deadline_s, self.write_deadline_s)
         deadline = time.monotonic() + limit_s
@@ -133,6 +140,9 @@ class SlackGateway:
                     raise
                 err: Exception = exc
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+                found = self._safe_recheck(recheck, method)
+                if found is not None:
+                    return found
                 wait, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
                 err = exc
             if time.monotonic() + wait > deadline:
@@ -142,21 +152,75 @@ class SlackGateway:
             log.info("%s failed (%s), attempt %d; retrying in %.1f s", method, err, attempt, wait)
             self._sleep(wait)
 
+    @staticmethod
+    def _safe_recheck(recheck: Callable[[], Any] | None, method: str) -> Any:
+        if recheck is None:
+            return None
+        try:
+            found = recheck()
+        except Exception as exc:  # Slack still unreachable: the retry loop goes on
+            log.info("could not check whether %s went through: %s", method, exc)
+            return None
+        if found is not None:
+            log.info("%s had gone through (its reply was lost): not posting again", method)
+        return found
+
+    def _marked(self, mark: str) -> dict[str, Any]:
+        return {"event_type": MARK_EVENT, "event_payload": {"mark": mark}}
+
+    def _find_in_thread(self, channel: str, thread_ts: str, mark: str) -> dict[str, Any] | None:
+        resp = self.client.conversations_replies(channel=channel, ts=thread_ts, limit=200, include_all_metadata=True)
+        messages: list[dict[str, Any]] = resp.get("messages") or []
+        for m in messages:
+            if m.get("metadata") == self._marked(mark):
+                return {"channel": channel, "ts": m["ts"]}
+        return None
+
     # -- messages -----------------------------------------------------------------------------
 
     def post_answer(self, channel: str, thread_ts: str | None, answer: Answer) -> str:
-        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.answer_text(answer),
-                                            blocks=bk.answer_blocks(answer), unfurl_links=False, unfurl_media=False)
+        mark = f"answer:{answer.incident_id}:v{answer.version}"
+        recheck = (lambda: self._find_in_thread(channel, thread_ts, mark)) if thread_ts else None
+        resp = self._write("chat_postMessage", recheck=recheck, channel=channel, thread_ts=thread_ts,
+                           text=bk.answer_text(answer), blocks=bk.answer_blocks(answer), unfurl_links=False,
+                           unfurl_media=False, metadata=self._marked(mark))
         return str(resp["ts"])
 
     def update_answer(self, channel: str, ts: str, answer: Answer) -> None:
         self._write("chat_update", channel=channel, ts=ts, text=bk.answer_text(answer), blocks=bk.answer_blocks(answer))
 
-    def post_headline(self, channel: str, headline: Headline) -> tuple[str, str]:
-        """Post the channel message; returns (channel id, ts): `channel` may be a #name."""
+    def post_headline(self, channel: str, headline: Headline, mark: str | None = None) -> tuple[str, str]:
+        """Post the channel message; returns (channel id, ts): `channel` may be a #name. `mark` goes
+        into the message's metadata (not shown) so that a resumed attempt finds this post again."""
+        extra: dict[str, Any] = {}
+        if mark:
+            since = time.time() - 60
+            extra = {"metadata": self._marked(mark), "recheck": lambda: self._find_headline_resp(channel, mark, since)}
         resp = self._write("chat_postMessage", channel=channel, text=bk.headline_text(headline),
-                                            blocks=bk.headline_blocks(headline), unfurl_links=False)
+                                            blocks=bk.headline_blocks(headline), unfurl_links=False, **extra)
         return str(resp["channel"]), str(resp["ts"])
+
+    def _find_headline_resp(self, channel: str, mark: str, oldest: float) -> dict[str, Any] | None:
+        found = self.find_headline(channel, mark, oldest)
+        return {"channel": found[0], "ts": found[1]} if found else None
+
+    def find_headline(self, channel: str, mark: str, oldest: float) -> tuple[str, str] | None:
+        """(channel id, ts) of our channel message carrying `mark` posted since `oldest`, or None.
+
+        The crash window between Slack's answer to chat.postMessage and the store noting its ts: a
+        resumed attempt adopts that message instead of posting a second headline."""
+        cursor = None
+        for _ in range(5):  # 1,000 messages back at most: a resumed item is minutes old
+            resp = self.client.conversations_history(channel=channel, oldest=f"{oldest:.6f}", limit=200,
+                                                     include_all_metadata=True, cursor=cursor)
+            page: list[dict[str, Any]] = resp.get("messages") or []
+            for m in page:
+                if m.get("metadata") == self._marked(mark):
+                    return str(resp.get("channel") or channel), str(m["ts"])
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                break
+        return None
 
     def update_headline(self, channel: str, ts: str, headline: Headline) -> None:
         self._write("chat_update", channel=channel, ts=ts, text=bk.headline_text(headline),
@@ -269,3 +333,54 @@ class SlackGateway:
 
     def publish_home(self, user: str, data: HomeData) -> None:
         self.client.views_publish(user_id=user, view=bk.home_view(data))
+
+    # -- host actions (bot.service.drain, bot.service.alertmanager) ---------------------------------
+
+    def open_drain_modal(self, trigger_id: str, form: Any) -> None:
+        view = bk.drain_modal(incident_id=form.incident_id, version=form.version, host=form.host, reason=form.reason,
+                              channel=form.channel, message_ts=form.message_ts)
+        self.client.views_open(trigger_id=trigger_id, view=view)
+
+    def post_host_action(self, channel: str, thread_ts: str | None, text: str,
+                         repaired_value: str | None = None) -> str:
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.clip(text, 3000),
+                           blocks=bk.host_action_blocks(text, repaired_value), unfurl_links=False)
+        return str(resp["ts"])
+
+    def post_host_answer(self, channel: str, thread_ts: str | None, answer: Any) -> str:
+        resp = self._write("chat_postMessage", channel=channel, thread_ts=thread_ts, text=bk.host_answer_text(answer),
+                           blocks=bk.host_answer_blocks(answer), unfurl_links=False, unfurl_media=False)
+        return str(resp["ts"])
+
+    def usergroup_members(self, group: str) -> set[str]:
+        """User ids in a Slack user group (usergroups.users.list; scope usergroups:read)."""
+        resp = self.client.usergroups_users_list(usergroup=group)
+        return {str(u) for u in resp.get("users") or []}
+
+    # -- lifecycle, storms, people (bot.service.lifecycle, grouping, people) --------------------------
+
+    def open_resolve(self, trigger_id: str, *, incident_id: int, judged: str, choices: list[tuple[str, str, str]],
+                     channel: str, message_ts: str) -> None:
+        view = bk.resolve_modal(incident_id=incident_id, judged=judged, choices=choices, channel=channel,
+                                message_ts=message_ts)
+        self.client.views_open(trigger_id=trigger_id, view=view)
+
+    def post_storm(self, channel: str, summary: Any) -> tuple[str, str]:
+        """The storm's one channel message; returns (channel id, ts)."""
+        resp = self._write("chat_postMessage", channel=channel, text=bk.storm_text(summary),
+                           blocks=bk.storm_blocks(summary), unfurl_links=False)
+        return str(resp["channel"]), str(resp["ts"])
+
+    def update_storm(self, channel: str, ts: str, summary: Any) -> None:
+        self._write("chat_update", channel=channel, ts=ts, text=bk.storm_text(summary), blocks=bk.storm_blocks(summary))
+
+    def user_by_email(self, email: str) -> str | None:
+        """users.lookupByEmail (scope users:read.email): the Slack user id, or None when nobody has it."""
+        try:
+            resp = self.client.users_lookupByEmail(email=email)
+        except SlackApiError as exc:
+            if (exc.response.get("error") if exc.response is not None else "") == "users_not_found":
+                return None
+            raise
+        user = resp.get("user") or {}
+        return None if user.get("deleted") or user.get("is_bot") else (user.get("id") or None)

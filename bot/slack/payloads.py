@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.service.inputs import ActionIn, FileRef, MessageIn, SlashIn, WrongCauseIn
+from bot.service.inputs import (
+    ActionIn,
+    DrainIn,
+    FileRef,
+    LifecycleIn,
+    MessageIn,
+    ResolveIn,
+    SlashIn,
+    WrongCauseIn,
+)
 
 from .ids import BlockId, InputId
 
@@ -120,3 +129,45 @@ def wrong_cause_in(body: dict[str, Any]) -> WrongCauseIn:
     note = ((values.get(BlockId.NOTE.value) or {}).get(InputId.NOTE.value) or {}).get("value")
     return WrongCauseIn(incident_id=int(inc), version=int(ver), user=(body.get("user") or {}).get("id", ""),
                         channel=channel, message_ts=ts, signature=selected.get("value"), text=text, note=note)
+
+
+def drain_in(body: dict[str, Any]) -> DrainIn:
+    """The drain confirmation modal, submitted (private_metadata: incident:version:channel:message_ts)."""
+    view = body["view"]
+    inc, ver, channel, ts = (view.get("private_metadata") or "0:0::").split(":", 3)
+    values = (view.get("state") or {}).get("values") or {}
+    reason = ((values.get(BlockId.DRAIN_REASON.value) or {}).get(InputId.DRAIN_REASON.value) or {}).get("value")
+    return DrainIn(incident_id=int(inc), version=int(ver), user=(body.get("user") or {}).get("id", ""),
+                   channel=channel, message_ts=ts, reason=reason or "")
+
+
+def lifecycle_in(body: dict[str, Any], kind: str) -> LifecycleIn:
+    """Acknowledge / Resolve / Reopen buttons (value "incident:version"), the Snooze menu (option value
+    "incident:seconds") and the Owner picker (no value: the incident is in the block id)."""
+    action = body["actions"][0]
+    container = body.get("container") or {}
+    block = str(action.get("block_id") or "")
+    value: str | None = None
+    if kind == "snooze":
+        raw = (action.get("selected_option") or {}).get("value", "")
+        ref, _, value = raw.partition(":")
+    elif kind == "owner":
+        ref, value = block.partition(":")[2], action.get("selected_user")
+    else:
+        ref = str(action.get("value", "")).partition(":")[0]
+    return LifecycleIn(
+        incident_id=int(ref) if ref.isascii() and ref.isdigit() else 0, user=(body.get("user") or {}).get("id", ""),
+        channel=(body.get("channel") or {}).get("id") or container.get("channel_id", ""),
+        message_ts=(body.get("message") or {}).get("ts") or container.get("message_ts", ""), kind=kind, value=value,
+    )
+
+
+def resolve_in(body: dict[str, Any]) -> ResolveIn:
+    view = body["view"]
+    inc, channel, ts = ((view.get("private_metadata") or "0::") + "::").split(":")[:3]
+    values = (view.get("state") or {}).get("values") or {}
+    selected = ((values.get(BlockId.RESOLVE_SELECT.value) or {}).get(InputId.RESOLVE_SELECT.value) or {}).get(
+        "selected_option") or {}
+    text = ((values.get(BlockId.RESOLVE_TEXT.value) or {}).get(InputId.RESOLVE_TEXT.value) or {}).get("value")
+    return ResolveIn(incident_id=int(inc) if inc.isdigit() else 0, user=(body.get("user") or {}).get("id", ""),
+                     channel=channel, message_ts=ts, signature=selected.get("value"), text=text)

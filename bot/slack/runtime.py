@@ -11,10 +11,13 @@ import threading
 import time
 from typing import Any
 
-from bot import logsafe
+from bot import logsafe, metrics
+from bot.probes.client import AgentTLS
 from bot.service import Limits, Prober, Routes, TriageService, build_service
 from bot.service.engine_gate import warm_up
+from bot.service.grouping import GroupingSettings
 from bot.service.jobsource import load_job_source
+from bot.service.people import People, PeopleError, load_user_map
 from bot.service.pool import BoundedPool
 from bot.store import Store
 from bot.store.retention import prune
@@ -30,6 +33,8 @@ from .settings import Settings, SettingsError
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 6 * 3600
+SOCKET_PING_S = 5.0  # Socket Mode ping interval (Bolt's default is 10 s)
+SOCKET_STALE_S = 3 * SOCKET_PING_S  # no pong for this long: the link is down, whatever the socket says
 REPAIR_EVERY_S = 30
 
 
@@ -44,7 +49,8 @@ class TriageBot:
         self.pool = BoundedPool(settings.workers, settings.queue_max, on_error=self.errors.report)
         try:
             self.prober = Prober(settings.agent_url, settings.agent_map, settings.agent_secret_file,
-                                 settings.probe_deadline_s)
+                                 settings.probe_deadline_s,
+                                 AgentTLS(settings.agent_ca_file, settings.agent_client_cert, settings.agent_client_key))
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
         if (settings.agent_url or settings.agent_map) and not self.prober.enabled:
@@ -66,10 +72,16 @@ class TriageBot:
         self.service: TriageService = build_service(
             store=self.store, chat=self.gateway, prober=self.prober, job_source=load_job_source(settings.job_source),
             limits=Limits(settings.max_upload_bytes, settings.max_unpacked_bytes), routes=routes,
-            webhook_secret=secret, pool=self.pool, queue_max=settings.queue_max)
+            webhook_secret=secret, pool=self.pool, queue_max=settings.queue_max,
+            drain_users=settings.drain_users, drain_groups=settings.drain_groups,
+            alert_secret=self._alert_secret(settings), grouping=GroupingSettings(
+                settings.group_job_window_s, settings.group_host_window_s, settings.storm_threshold,
+                settings.storm_window_s), people=self._people(settings))
         self.app = build_app(settings, Deps(self.service, self.gateway, self.errors, settings.bot_sources))
         self.servers: list[TriageHTTPServer] = []
         self._socket: Any = None
+        self.metrics_registry = metrics.bot_registry(metrics.BotCollector(
+            self.store.work_counts, lambda: self.pool.inflight, self.socket_connected))
         self._stop = threading.Event()
         if warm:
             warm_up()
@@ -82,15 +94,56 @@ class TriageBot:
             log.info("queued %d webhook incident(s) that were opened but never queued", resumed)
         threading.Thread(target=self._repair_loop, name="triage-repair", daemon=True).start()
 
+    def _people(self, settings: Settings) -> People:
+        """The job's user on Slack: TRIAGE_USER_MAP, then users.lookupByEmail at TRIAGE_USER_EMAIL_DOMAIN."""
+        try:
+            return People(lookup=self.gateway.user_by_email, domain=settings.user_email_domain,
+                          user_map=load_user_map(settings.user_map))
+        except PeopleError as exc:
+            raise SettingsError(str(exc)) from None
+
+    @staticmethod
+    def _alert_secret(settings: Settings) -> bytes | None:
+        if not settings.alert_secret_file:
+            return None
+        from node_agent.auth import SecretFileError, load_secret
+
+        try:
+            return load_secret(settings.alert_secret_file)
+        except SecretFileError as exc:
+            raise SettingsError(f"TRIAGE_ALERTMANAGER_SECRET_FILE: {exc}") from None
+
     def health(self) -> dict[str, Any]:
         try:
             self.store.query("SELECT 1")
             store_ok = True
         except Exception:
             store_ok = False
-        return {"ok": store_ok, "store": store_ok, "inflight": self.pool.inflight,
+        connected = self.socket_connected()
+        # In Socket Mode events arrive only over the link: while it is down the bot is not serving.
+        return {"ok": store_ok and connected is not False, "store": store_ok, "inflight": self.pool.inflight,
                 "work": self.store.work_counts() if store_ok else {},
-                "probes": self.prober.enabled, "socket_mode": self._socket is not None}
+                "probes": self.prober.enabled, "socket_mode": self._socket is not None,
+                "slack_connected": connected}
+
+    def socket_connected(self) -> bool | None:
+        """Whether the Socket Mode link is up now; None in HTTP mode."""
+        if self._socket is None:
+            return None
+        client = getattr(self._socket, "client", None)
+        is_connected = getattr(client, "is_connected", None)
+        if not callable(is_connected):
+            return None
+        if not is_connected():
+            return False
+        # A link that died without a close (network gone, peer vanished) still looks open to the client
+        # for a minute; its pongs stop at once. (last_ping_pong_time: when the last answered ping left.)
+        last = getattr(getattr(client, "current_session", None), "last_ping_pong_time", None)
+        return not (isinstance(last, (int, float)) and time.time() - last > SOCKET_STALE_S)
+
+    def metrics_text(self) -> bytes:
+        """GET /metrics: the process's series and this bot's (bot.metrics)."""
+        return metrics.exposition(self.metrics_registry)
 
     def _retention_loop(self) -> None:
         while not self._stop.is_set():
@@ -126,7 +179,9 @@ class TriageBot:
         if slack:
             self.settings.require_http()
         server = TriageHTTPServer((host, port), self.app if slack else None, self.service.hooks, self.health,
-                                  signing_secret=self.settings.signing_secret if slack else None)
+                                  signing_secret=self.settings.signing_secret if slack else None,
+                                  metrics=self.metrics_text)
+        server.alerts = self.service.alerts  # POST /hooks/alertmanager (TRIAGE_ALERTMANAGER_SECRET_FILE)
         server.start()
         self.servers.append(server)
         log.info("listening on %s (%s)", server.url, "Slack events + hooks" if slack else "hooks + healthz")
@@ -137,7 +192,8 @@ class TriageBot:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         self.settings.require_socket()
-        self._socket = SocketModeHandler(self.app, self.settings.app_token, web_client=self.client)
+        self._socket = SocketModeHandler(self.app, self.settings.app_token, web_client=self.client,
+                                         ping_interval=SOCKET_PING_S)
         self._socket.connect()
         log.info("connected to Slack over Socket Mode")
 

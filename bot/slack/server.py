@@ -1,4 +1,4 @@
-"""The bot's HTTP endpoint: Bolt's /slack/events, the scheduler webhook, and /healthz.
+"""The bot's HTTP endpoint: Bolt's /slack/events, the scheduler webhook, /healthz and /metrics.
 
 A threading stdlib server: Slack requests are small and the listeners only ack() and enqueue, so
 a thread per connection is plenty, and the bot needs no web framework. In Socket Mode the same
@@ -11,12 +11,15 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_bolt import App, BoltRequest
 from slack_sdk.signature import SignatureVerifier
 
+from bot.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from bot.service.alertmanager import MAX_BODY as ALERT_MAX_BODY
 from bot.service.hooks import MAX_BODY as HOOK_MAX_BODY
 from bot.service.hooks import JobHooks
 
@@ -24,7 +27,9 @@ log = logging.getLogger(__name__)
 
 SLACK_PATH = "/slack/events"
 HOOK_PATH = "/hooks/job-failed"
+ALERT_PATH = "/hooks/alertmanager"  # bot.service.alertmanager
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 SLACK_MAX_BODY = 4 << 20  # Slack's payloads are far smaller; anything bigger is not from Slack
 
 
@@ -49,17 +54,20 @@ class TriageHTTPServer(ThreadingHTTPServer):
     request_queue_size = 256  # listen backlog: the stdlib's 5 resets connections when Slack sends a burst
 
     def __init__(self, address: tuple[str, int], app: App | None, hooks: JobHooks | None,
-                 health: Any = None, signing_secret: str | None = None) -> None:
+                 health: Any = None, signing_secret: str | None = None,
+                 metrics: Callable[[], bytes] | None = None) -> None:
         self.app = app
+        self.metrics = metrics  # the Prometheus exposition (bot.metrics); None: no /metrics
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self.hooks = hooks
+        self.alerts: Any = None  # bot.service.alertmanager.AlertHooks: POST /hooks/alertmanager when set
         self.health = health
         super().__init__(address, _Handler)
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def start(self) -> threading.Thread:
         t = threading.Thread(target=self.serve_forever, name="triage-http", daemon=True)
@@ -117,6 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == HEALTH_PATH:
             status = self.server.health() if self.server.health else {"ok": True}
             self._json(200 if status.get("ok") else 503, status)
+        elif path == METRICS_PATH and self.server.metrics is not None:
+            self._send(200, self.server.metrics(), content_type=METRICS_CONTENT_TYPE)
         else:
             self._json(404, {"error": "not found"})
 
@@ -138,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(401, {"error": "invalid request"})
                 return
             try:
-                req = BoltRequest(body=body.decode("utf-8", "replace"), query=query, headers=headers)
+                req = BoltRequest(body=body.decode("utf-8", "replace"), query=query, headers=dict(headers))
             except ValueError:  # signed, yet not a payload Bolt can read
                 log.warning("a signed Slack request whose body could not be parsed (%d bytes)", len(body))
                 self._json(400, {"error": "unreadable body"})
@@ -150,6 +160,12 @@ class _Handler(BaseHTTPRequestHandler):
             if body is None:
                 return
             out = self.server.hooks.handle(dict(self.headers.items()), body)
+            self._json(out.status, out.body)
+        elif path == ALERT_PATH and self.server.alerts is not None:
+            body = self._read_body(ALERT_MAX_BODY)
+            if body is None:
+                return
+            out = self.server.alerts.handle(dict(self.headers.items()), body)
             self._json(out.status, out.body)
         else:
             self._json(404, {"error": "not found"})

@@ -26,6 +26,9 @@ class Settings:
     agent_url: str | None = None  # e.g. http://{host}:9477
     agent_map: str | None = None
     agent_secret_file: str | None = None
+    agent_ca_file: str | None = None  # TRIAGE_AGENT_CA_FILE: verifies https:// agents (docs/node-agent.md)
+    agent_client_cert: str | None = None  # TRIAGE_AGENT_CLIENT_CERT/_KEY: for agents with --tls-client-ca
+    agent_client_key: str | None = None
     probe_deadline_s: float = 3.0
     job_source: str = "none"
     max_upload_mb: int = 200
@@ -34,6 +37,15 @@ class Settings:
     workers: int = 8
     queue_max: int = 200
     bot_sources: frozenset[str] = frozenset()  # TRIAGE_BOT_SOURCES: channel ids and bot ids
+    group_job_window_s: float = 24 * 3600.0  # TRIAGE_GROUP_JOB_WINDOW_S: one job's failures share a thread
+    group_host_window_s: float = 900.0  # TRIAGE_GROUP_HOST_WINDOW_S: one host's failures share a thread
+    storm_threshold: int = 5  # TRIAGE_STORM_THRESHOLD: incidents in a partition that make a storm (0: off)
+    storm_window_s: float = 600.0  # TRIAGE_STORM_WINDOW_S
+    user_email_domain: str | None = None  # TRIAGE_USER_EMAIL_DOMAIN: job user -> user@domain -> Slack user
+    user_map: str | None = None  # TRIAGE_USER_MAP: YAML file or inline YAML, job user -> U… or email
+    drain_users: frozenset[str] = frozenset()  # TRIAGE_DRAIN_USERS: Slack user ids who may drain / resume
+    drain_groups: tuple[str, ...] = ()  # TRIAGE_DRAIN_USERGROUP: Slack user group ids (S…) who may too
+    alert_secret_file: str | None = None  # TRIAGE_ALERTMANAGER_SECRET_FILE: POST /hooks/alertmanager
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -119,6 +131,16 @@ class Settings:
             if not re.fullmatch(r"[CGDB][A-Z0-9]{2,}", x):
                 raise SettingsError(f"TRIAGE_BOT_SOURCES: {x!r} is not a channel id (C…, G…) or bot id (B…); "
                                     "a channel's id is at the bottom of its details, a bot's in its profile")
+        drain_users = frozenset(x for x in re.split(r"[\s,]+", get("TRIAGE_DRAIN_USERS") or "") if x)
+        for x in drain_users:
+            if not re.fullmatch(r"[UW][A-Z0-9]{2,}", x):
+                raise SettingsError(f"TRIAGE_DRAIN_USERS: {x!r} is not a Slack user id (U…, W…: a profile's "
+                                    "⋮ menu > Copy member ID)")
+        drain_groups = tuple(dict.fromkeys(x for x in re.split(r"[\s,]+", get("TRIAGE_DRAIN_USERGROUP") or "") if x))
+        for x in drain_groups:
+            if not re.fullmatch(r"S[A-Z0-9]{2,}", x):
+                raise SettingsError(f"TRIAGE_DRAIN_USERGROUP: {x!r} is not a user group id (S…: the group's "
+                                    "page in People > User groups, or usergroups.list)")
         return cls(
             bot_token=token,
             signing_secret=get("SLACK_SIGNING_SECRET") or credential("slack-signing-secret"),
@@ -131,6 +153,9 @@ class Settings:
             agent_url=get("TRIAGE_AGENT_URL"),
             agent_map=get("TRIAGE_AGENT_MAP"),
             agent_secret_file=get("TRIAGE_AGENT_SECRET_FILE") or credential_file("agent-secret"),
+            agent_ca_file=get("TRIAGE_AGENT_CA_FILE"),
+            agent_client_cert=get("TRIAGE_AGENT_CLIENT_CERT"),
+            agent_client_key=get("TRIAGE_AGENT_CLIENT_KEY"),
             probe_deadline_s=float(num("TRIAGE_PROBE_DEADLINE_S", 3.0, float, 0.1)),
             job_source=job_source,
             max_upload_mb=max_upload,
@@ -139,6 +164,15 @@ class Settings:
             workers=int(num("TRIAGE_WORKERS", 8, int, 1)),
             queue_max=int(num("TRIAGE_QUEUE_MAX", 200, int, 1)),
             bot_sources=bot_sources,
+            group_job_window_s=float(num("TRIAGE_GROUP_JOB_WINDOW_S", 24 * 3600.0, float, 0)),
+            group_host_window_s=float(num("TRIAGE_GROUP_HOST_WINDOW_S", 900.0, float, 0)),
+            storm_threshold=int(num("TRIAGE_STORM_THRESHOLD", 5, int, 0)),
+            storm_window_s=float(num("TRIAGE_STORM_WINDOW_S", 600.0, float, 1)),
+            user_email_domain=get("TRIAGE_USER_EMAIL_DOMAIN"),
+            user_map=get("TRIAGE_USER_MAP"),
+            drain_users=drain_users,
+            drain_groups=drain_groups,
+            alert_secret_file=get("TRIAGE_ALERTMANAGER_SECRET_FILE") or credential_file("alertmanager-secret"),
         )
 
     def require_http(self) -> None:

@@ -10,7 +10,7 @@ migrations = Migrations("triage")
 
 @migrations()
 def m001_initial(db: Database) -> None:
-    db["incidents"].create(
+    db.table("incidents").create(
         {
             "id": int,
             "created_at": float,  # unix seconds (UTC); easy range queries for retention and stats
@@ -34,11 +34,11 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["incidents"].create_index(["channel", "thread_ts"], unique=True)
-    db["incidents"].create_index(["hook_event_id"], unique=True)
-    db["incidents"].create_index(["created_at"])
+    db.table("incidents").create_index(["channel", "thread_ts"], unique=True)
+    db.table("incidents").create_index(["hook_event_id"], unique=True)
+    db.table("incidents").create_index(["created_at"])
 
-    db["evidence"].create(
+    db.table("evidence").create(
         {
             "id": int,
             "incident_id": int,
@@ -56,9 +56,9 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("incident_id", "incidents", "id")],
     )
-    db["evidence"].create_index(["incident_id"])
+    db.table("evidence").create_index(["incident_id"])
 
-    db["diagnoses"].create(
+    db.table("diagnoses").create(
         {
             "id": int,
             "incident_id": int,
@@ -74,9 +74,9 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("incident_id", "incidents", "id")],
     )
-    db["diagnoses"].create_index(["incident_id", "version"], unique=True)
+    db.table("diagnoses").create_index(["incident_id", "version"], unique=True)
 
-    db["probe_runs"].create(
+    db.table("probe_runs").create(
         {
             "id": int,
             "incident_id": int,
@@ -89,9 +89,9 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("incident_id", "incidents", "id")],
     )
-    db["probe_runs"].create_index(["incident_id"])
+    db.table("probe_runs").create_index(["incident_id"])
 
-    db["feedback"].create(
+    db.table("feedback").create(
         {
             "id": int,
             "incident_id": int,
@@ -107,20 +107,20 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("incident_id", "incidents", "id")],
     )
-    db["feedback"].create_index(["incident_id"])
-    db["feedback"].create_index(["signature"])
+    db.table("feedback").create_index(["incident_id"])
+    db.table("feedback").create_index(["signature"])
 
-    db["incident_hosts"].create(
+    db.table("incident_hosts").create(
         {"incident_id": int, "host": str, "signature": str, "created_at": float},
         pk=("incident_id", "host"),
         foreign_keys=[("incident_id", "incidents", "id")],
     )
-    db["incident_hosts"].create_index(["host", "created_at"])
+    db.table("incident_hosts").create_index(["host", "created_at"])
 
     # Slack retries an event (same event_id, X-Slack-Retry-Num) when it did not see a 200 in 3 s;
     # one row per key makes "process once" an atomic INSERT OR IGNORE.
-    db["processed_events"].create({"key": str, "created_at": float}, pk="key")
-    db["processed_events"].create_index(["created_at"])
+    db.table("processed_events").create({"key": str, "created_at": float}, pk="key")
+    db.table("processed_events").create_index(["created_at"])
 
 
 @migrations()
@@ -128,7 +128,7 @@ def m002_work_and_outbox(db: Database) -> None:
     # Durable work: every accepted event, command and webhook is a row here before Slack (or the
     # scheduler) hears "accepted". Workers claim a row with a lease; a row whose lease ran out (its
     # worker died) is claimed again; rows left queued or running at a crash resume at the next start.
-    db["work"].create(
+    db.table("work").create(
         {
             "id": int,
             "key": str,  # unique: Slack's event_id / the command's trigger / the webhook's event_id
@@ -144,10 +144,88 @@ def m002_work_and_outbox(db: Database) -> None:
         },
         pk="id",
     )
-    db["work"].create_index(["key"], unique=True)
-    db["work"].create_index(["state", "lease_until"])
-    db["work"].create_index(["fingerprint", "created_at"])
+    db.table("work").create_index(["key"], unique=True)
+    db.table("work").create_index(["state", "lease_until"])
+    db.table("work").create_index(["fingerprint", "created_at"])
     # The card on Slack: which diagnosis version the summary message shows. A chat.update that
     # failed for good leaves it behind incidents.version; the repair sweep and the next touch of the
     # incident bring it up to date from the store.
-    db["incidents"].add_column("card_version", int)
+    db.table("incidents").add_column("card_version", int)
+
+
+@migrations()
+def m003_lifecycle_grouping_mutes(db: Database) -> None:
+    # Incident lifecycle (issue 16): who acknowledged it, who owns it, who resolved it with which
+    # confirmed cause, until when it is snoozed; and the group it collects (one job's array tasks
+    # or het components, one host's failures in a window, or a partition's storm).
+    for name, kind in (("group_key", str), ("acked_by", str), ("acked_at", float), ("owner", str),
+                       ("resolved_by", str), ("resolved_at", float), ("resolution", str),
+                       ("snoozed_until", float), ("partition", str), ("cluster", str)):
+        db.table("incidents").add_column(name, kind)
+    db.table("incidents").create_index(["group_key", "created_at"])
+    db.table("incidents").create_index(["partition", "created_at"])
+    # One row per scheduler event an incident collects (the first one included): a retried event
+    # is known by its event_id; a storm's table and `/diagnose search` read the jobs and hosts here.
+    db.table("incident_members").create(
+        {
+            "id": int,
+            "incident_id": int,
+            "event_id": str,
+            "job_id": str,
+            "job_json": str,  # the webhook fields (JobEvent.to_dict)
+            "hosts": str,  # JSON list
+            "state": str,  # the job's state (FAILED, NODE_FAIL, ...)
+            "signature": str,  # storms: the member's own diagnosis, once known
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("incident_id", "incidents", "id")],
+    )
+    db.table("incident_members").create_index(["event_id"], unique=True)
+    db.table("incident_members").create_index(["incident_id"])
+    # Mutes: no posts for a signature, host or job pattern until expires_at.
+    db.table("mutes").create(
+        {
+            "id": int,
+            "kind": str,  # signature | host | job
+            "spec": str,  # what the person typed ("gpu[01-04]", "nccl-*", "1234")
+            "patterns": str,  # JSON list of shell-style globs the spec expands to
+            "created_by": str,
+            "channel": str,
+            "reason": str,
+            "created_at": float,
+            "expires_at": float,
+            "ended_at": float,  # unmuted before it expired
+            "suppressed": int,  # posts it held back
+        },
+        pk="id",
+    )
+    db.table("mutes").create_index(["expires_at"])
+
+
+@migrations()
+def m004_host_actions(db: Database) -> None:
+    # The audit of what the bot did to a host on someone's say-so (issue 16): a drain approved in
+    # Slack, "Host repaired" (resume). The latest successful repair is where a host's recurrence
+    # count starts again (bot.store.stats.host_recurrence).
+    db.table("host_actions").create(
+        {
+            "id": int,
+            "created_at": float,
+            "host": str,
+            "action": str,  # drain | repaired
+            "user": str,  # the Slack user who approved it
+            "reason": str,  # the drain reason as Slurm stored it
+            "incident_id": int,  # the incident whose button it was
+            "channel": str,
+            "thread_ts": str,
+            "ok": int,  # 1: done; 0: the scheduler refused (error says why)
+            "command": str,  # JSON argv that ran, if any
+            "node_state": str,  # the node's state read back afterwards
+            "closed": str,  # JSON list of incident ids a repair closed
+            "error": str,
+        },
+        pk="id",
+    )
+    db.table("host_actions").create_index(["host", "action", "created_at"])
+    db.table("host_actions").create_index(["incident_id"])

@@ -28,6 +28,17 @@ class Incident:
     version: int = 0
     hook_event_id: str | None = None
     card_version: int | None = None
+    # lifecycle and grouping (m003)
+    group_key: str | None = None
+    acked_by: str | None = None
+    acked_at: float | None = None
+    owner: str | None = None
+    resolved_by: str | None = None
+    resolved_at: float | None = None
+    resolution: str | None = None
+    snoozed_until: float | None = None
+    partition: str | None = None
+    cluster: str | None = None
 
 
 @dataclass

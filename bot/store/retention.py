@@ -22,7 +22,8 @@ def prune(store: Store, retention_days: int, now: float | None = None) -> Pruned
     cutoff = now - retention_days * DAY
     with store._tx() as db:
         ids = [r[0] for r in db.execute("SELECT id FROM incidents WHERE created_at < ?", [cutoff]).fetchall()]
-        for table in ("evidence", "diagnoses", "probe_runs", "feedback", "incident_hosts"):
+        for table in ("evidence", "diagnoses", "probe_runs", "feedback", "incident_hosts",
+                      "incident_members"):
             db.execute(f"DELETE FROM {table} WHERE incident_id IN (SELECT id FROM incidents WHERE created_at < ?)",
                        [cutoff])
         db.execute("DELETE FROM incidents WHERE created_at < ?", [cutoff])

@@ -44,7 +44,8 @@ class Precision:
 
 def host_recurrence(store: Store, hosts: list[str], days: int = 7, now: float | None = None,
                     exclude_incident: int | None = None) -> list[HostHistory]:
-    """For each host: how many incidents named it in the last `days` days, and with which signatures."""
+    """For each host: how many incidents named it in the last `days` days, and with which signatures.
+    A host marked repaired ("Host repaired", bot/store/host_actions.py) counts again from then."""
     if not hosts:
         return []
     since = (now if now is not None else store.clock()) - days * DAY
@@ -53,6 +54,8 @@ def host_recurrence(store: Store, hosts: list[str], days: int = 7, now: float | 
         rows = store.query(
             "SELECT ih.incident_id, ih.signature FROM incident_hosts ih "
             "WHERE ih.host = ? AND ih.created_at >= ? AND ih.incident_id != ? "
+            "AND ih.created_at > COALESCE((SELECT MAX(ha.created_at) FROM host_actions ha WHERE ha.host = ih.host"
+            " AND ha.action = 'repaired' AND ha.ok = 1), 0) "
             "ORDER BY ih.created_at DESC, ih.incident_id DESC",
             [host, since, exclude_incident if exclude_incident is not None else -1],
         )

@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlite_utils import Database
+from sqlite_utils.db import Table
 
 from bot.redact import redact, redact_deep
 
-from .db import open_db
+from .db import StoreError, open_db
 from .models import DiagnosisRecord, EvidenceRecord, Feedback, Incident, NewEvidence
 
 _INCIDENT_JSON = {"job": "job_json", "hosts": "hosts"}
@@ -35,6 +36,13 @@ def _redact_texts(obj: Any) -> Any:
         return [_redact_texts(v) for v in obj]
     return obj
 
+
+
+def new_id(table: Table) -> int:
+    """The integer key of the row `table` just inserted (sqlite-utils types it as optional)."""
+    if table.last_pk is None:
+        raise StoreError(f"an insert into {table.name} returned no key")
+    return int(table.last_pk)
 
 class Store:
     def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
@@ -140,7 +148,7 @@ class Store:
     def stale_cards(self, limit: int = 50) -> list[Incident]:
         """Incidents whose Slack card shows an older diagnosis than the store holds."""
         with self._lock:
-            rows = list(self.db["incidents"].rows_where(
+            rows = list(self.db.table("incidents").rows_where(
                 "summary_ts IS NOT NULL AND card_version IS NOT NULL AND card_version < version",
                 order_by="updated_at", limit=limit))
         return [self._decode(r) for r in rows]
@@ -160,7 +168,7 @@ class Store:
         row.update(self._encode(fields))
         with self._tx() as db:
             try:
-                pk = db["incidents"].insert(row).last_pk
+                pk = new_id(db.table("incidents").insert(row))
             except sqlite3.IntegrityError:
                 existing = None
                 if row.get("hook_event_id"):
@@ -170,7 +178,7 @@ class Store:
                 if existing is None:
                     raise
                 return existing, False
-            return self._decode(db["incidents"].get(pk)), True
+            return self._decode(db.table("incidents").get(pk)), True
 
     def get_incident(self, incident_id: int) -> Incident | None:
         with self._lock:
@@ -188,17 +196,18 @@ class Store:
         fields = self._encode(fields)
         fields["updated_at"] = self.clock()
         with self._tx() as db:
-            db["incidents"].update(incident_id, fields)
+            db.table("incidents").update(incident_id, fields)
 
     def delete_incident(self, incident_id: int) -> None:
         with self._tx() as db:
-            for table in ("evidence", "diagnoses", "probe_runs", "feedback", "incident_hosts"):
+            for table in ("evidence", "diagnoses", "probe_runs", "feedback", "incident_hosts",
+                          "incident_members"):
                 db.execute(f"DELETE FROM {table} WHERE incident_id = ?", [incident_id])
             db.execute("DELETE FROM incidents WHERE id = ?", [incident_id])
 
     @staticmethod
     def _find(db: Database, where: str, params: list[Any]) -> Incident | None:
-        rows = list(db["incidents"].rows_where(where, params, limit=1))
+        rows = list(db.table("incidents").rows_where(where, params, limit=1))
         return Store._decode(rows[0]) if rows else None
 
     @staticmethod
@@ -237,15 +246,15 @@ class Store:
             "excerpt": redact(item.excerpt) if item.excerpt is not None else None,
         }
         with self._tx() as db:
-            return int(db["evidence"].insert(row).last_pk)
+            return new_id(db.table("evidence").insert(row))
 
     def has_evidence(self, incident_id: int, sha256: str) -> bool:
         with self._lock:
-            return bool(self.db["evidence"].count_where("incident_id = ? AND sha256 = ?", [incident_id, sha256]))
+            return bool(self.db.table("evidence").count_where("incident_id = ? AND sha256 = ?", [incident_id, sha256]))
 
     def list_evidence(self, incident_id: int) -> list[EvidenceRecord]:
         with self._lock:
-            rows = list(self.db["evidence"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+            rows = list(self.db.table("evidence").rows_where("incident_id = ?", [incident_id], order_by="id"))
         out = []
         for r in rows:
             text = zlib.decompress(r["content"]).decode("utf-8") if r["content"] is not None else None
@@ -280,24 +289,24 @@ class Store:
                 cur = db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM diagnoses WHERE incident_id = ?",
                                  [incident_id])
                 version = int(cur.fetchone()[0])
-            db["diagnoses"].insert({**row, "version": version})
+            db.table("diagnoses").insert({**row, "version": version})
             update["version"] = version
             if host_list is not None:
                 db.execute("DELETE FROM incident_hosts WHERE incident_id = ?", [incident_id])
-                created = db["incidents"].get(incident_id)["created_at"]
+                created = db.table("incidents").get(incident_id)["created_at"]
                 for host in host_list:
-                    db["incident_hosts"].insert({"incident_id": incident_id, "host": host,
+                    db.table("incident_hosts").insert({"incident_id": incident_id, "host": host,
                                                  "signature": signature, "created_at": created})
-            db["incidents"].update(incident_id, update)
+            db.table("incidents").update(incident_id, update)
             return version
 
     def get_diagnosis(self, incident_id: int, version: int | None = None) -> DiagnosisRecord | None:
         with self._lock:
             if version is None:
-                rows = list(self.db["diagnoses"].rows_where("incident_id = ?", [incident_id],
+                rows = list(self.db.table("diagnoses").rows_where("incident_id = ?", [incident_id],
                                                             order_by="version desc", limit=1))
             else:
-                rows = list(self.db["diagnoses"].rows_where("incident_id = ? AND version = ?",
+                rows = list(self.db.table("diagnoses").rows_where("incident_id = ? AND version = ?",
                                                             [incident_id, version], limit=1))
         if not rows:
             return None
@@ -322,11 +331,11 @@ class Store:
                "duration_s": round(duration_s, 3), "results_json": json.dumps(redact_deep(results), default=str),
                "error": redact(error) if error else None}
         with self._tx() as db:
-            return int(db["probe_runs"].insert(row).last_pk)
+            return new_id(db.table("probe_runs").insert(row))
 
     def list_probe_runs(self, incident_id: int) -> list[dict[str, Any]]:
         with self._lock:
-            rows = list(self.db["probe_runs"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+            rows = list(self.db.table("probe_runs").rows_where("incident_id = ?", [incident_id], order_by="id"))
         for r in rows:
             r["hosts"] = json.loads(r["hosts"])
             r["results"] = json.loads(r.pop("results_json"))
@@ -334,17 +343,17 @@ class Store:
 
     def add_feedback(self, fb: Feedback) -> int:
         with self._tx() as db:
-            return int(db["feedback"].insert({
+            return new_id(db.table("feedback").insert({
                 "incident_id": fb.incident_id, "version": fb.version, "created_at": self.clock(),
                 "user": fb.user, "signature": fb.signature, "verdict": fb.verdict,
                 "correct_signature": fb.correct_signature,
                 "correct_text": redact(fb.correct_text) if fb.correct_text else None,
                 "note": redact(fb.note) if fb.note else None,
-            }).last_pk)
+            }))
 
     def list_feedback(self, incident_id: int) -> list[Feedback]:
         with self._lock:
-            rows = list(self.db["feedback"].rows_where("incident_id = ?", [incident_id], order_by="id"))
+            rows = list(self.db.table("feedback").rows_where("incident_id = ?", [incident_id], order_by="id"))
         return [Feedback(incident_id=r["incident_id"], version=r["version"], user=r["user"],
                          signature=r["signature"], verdict=r["verdict"], correct_signature=r["correct_signature"],
                          correct_text=r["correct_text"], note=r["note"], created_at=r["created_at"]) for r in rows]

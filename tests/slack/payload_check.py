@@ -79,6 +79,12 @@ def call_problems(method: str, params: dict[str, Any]) -> list[str]:
             blocks = json.loads(blocks)
         if blocks is not None:
             out += block_problems(blocks, f"{method}.blocks")
+        meta = params.get("metadata")
+        if isinstance(meta, str):
+            meta = json.loads(meta)
+        if meta is not None and not (isinstance(meta, dict) and isinstance(meta.get("event_type"), str)
+                                     and isinstance(meta.get("event_payload"), dict)):
+            out.append(f"{method}.metadata: needs event_type (a string) and event_payload (an object)")
         text = params.get("text")
         if text is None or not str(text).strip():
             out.append(f"{method}: no fallback text")

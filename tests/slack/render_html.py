@@ -88,7 +88,7 @@ def blocks_html(blocks: list[dict[str, Any]], title: str = "answer") -> str:
                         + "</div>")
         elif b["type"] == "actions":
             rows.append('<div class="actions">' + "".join(
-                f'<span class="btn {e.get("style", "")}">{html.escape(e["text"]["text"])}</span>'
+                f'<span class="btn {e.get("style", "")}">{html.escape(_label(e))}</span>'
                 for e in b["elements"]) + "</div>")
         elif b["type"] == "divider":
             rows.append("<hr>")
@@ -127,3 +127,11 @@ def words_before_command(blocks: list[dict[str, Any]]) -> int | None:
         if words[i: i + len(first)] == first:
             return i
     raise AssertionError(f"command {cmd!r} not found in the words")
+
+
+def _label(element: dict[str, Any]) -> str:
+    """What Slack draws on an actions element: a button's text, a menu's placeholder, an overflow's dots."""
+    for key in ("text", "placeholder"):
+        if isinstance(element.get(key), dict):
+            return str(element[key].get("text", ""))
+    return "\u22ef" if element.get("type") == "overflow" else element.get("type", "?")

@@ -64,7 +64,7 @@ def test_kill_9_mid_burst_then_restart_answers_everything_once(slack: SlackStand
     url = f"http://127.0.0.1:{port}"
     events = [message_event(CHANNEL, NCCL_999.replace("rank0", f"rank{i}")) for i in range(EVENTS)]
     bodies = [event_body(ev, event_id=f"Ev{i:04d}") for i, ev in enumerate(events)]
-    hooks = [{"event_id": f"burst-{i}", "job_id": str(5000 + i), "state": "FAILED", "nodes": "gpu01"}
+    hooks = [{"event_id": f"burst-{i}", "job_id": str(5000 + i), "state": "FAILED", "nodes": f"gpu{i:02d}"}
              for i in range(JOBS)]
     try:
         def send_event(body: str) -> int:
@@ -157,3 +157,54 @@ def test_the_same_slash_command_twice_makes_one_incident(bot: RunningBot, slack:
     bot.wait_idle()
     rows = bot.store.query("SELECT COUNT(*) AS n FROM incidents WHERE origin = 'slash'")
     assert rows[0]["n"] == 1
+
+
+def test_killed_between_headline_post_and_store_posts_one_headline(slack: SlackStandIn, tmp_path: Path) -> None:
+    """Slack posted the job's channel message but the bot was killed before its reply arrived (so
+    the store never noted the ts): the resumed job adopts that message instead of posting another."""
+    import json
+
+    env = clean_env(bot_env(slack, tmp_path))
+    port = free_port()
+    log = tmp_path / "serve.log"
+    slack.stall("chat.postMessage", lambda p: not p.get("thread_ts") and "7001" in str(p.get("text")))
+    proc = _start(env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    raw = json.dumps({"event_id": "stall-1", "job_id": "7001", "state": "FAILED", "nodes": "gpu01"}).encode()
+    try:
+        assert post(url + "/hooks/job-failed", raw, hook_headers(WEBHOOK_SECRET, raw))[0] == 202
+        assert slack.stalled.wait(20), "the headline was never posted"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        proc = _start(env, port, log)
+        def heads() -> list[dict[str, object]]:
+            return [m for m in slack.bot_messages(CHANNEL) if not m.get("thread_ts") and "7001" in m["text"]]
+
+        deadline = time.monotonic() + 30  # until the job's channel message leaves "Diagnosing…"
+        while time.monotonic() < deadline and all("Diagnosing" in str(h["text"]) for h in heads()):
+            time.sleep(0.1)
+        assert len(heads()) == 1, [h["text"] for h in heads()]
+        head = heads()[0]
+        assert "Diagnosing" not in str(head["text"]), "the adopted message was never brought up to date"
+        assert [m for m in slack.bot_messages(CHANNEL) if m.get("thread_ts") == head["ts"]], \
+            "the resumed job did not answer in the adopted thread"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def test_a_lost_reply_to_a_post_does_not_post_the_answer_twice(bot: RunningBot, slack: SlackStandIn) -> None:
+    """Slack posted the answer but its reply never reached the bot (the client timed out): the
+    retry finds the posted message by its metadata mark instead of posting a second answer."""
+    bot.bot.gateway.backoff_base_s = 0.05
+    bot.bot.gateway.client.timeout = 1
+    ev = message_event(CHANNEL, NCCL_999)
+    slack.stall("chat.postMessage", lambda p: p.get("thread_ts") == ev["ts"], seconds=3)
+    bot.send_event(ev)
+    bot.wait_idle(60)
+    answers = [m for m in slack.bot_messages(CHANNEL) if m.get("thread_ts") == ev["ts"] and m.get("blocks")]
+    assert slack.stalled.is_set()
+    assert len(answers) == 1, [a["text"][:80] for a in answers]
+    inc = bot.store.find_incident(CHANNEL, ev["ts"])
+    assert inc is not None and inc.summary_ts == answers[0]["ts"]

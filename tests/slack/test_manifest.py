@@ -29,6 +29,8 @@ NEEDED_SCOPES = {
     "App Home: conversations.info (DMs)": "im:read",
     "App Home: conversations.members (group DMs)": "mpim:read",
     "App Home: users.info (guests)": "users:read",
+    "scheduler posts mention the job's user: users.lookupByEmail": "users:read.email",
+    "Drain host: usergroups.users.list (TRIAGE_DRAIN_USERGROUP)": "usergroups:read",
 }
 # Events with a listener in bot/slack/listeners/events.py.
 NEEDED_EVENTS = {"app_home_opened", "app_mention", "message.channels", "message.groups", "message.im"}

@@ -40,7 +40,8 @@ def test_pasted_failure_gets_one_threaded_answer(bot: RunningBot, slack: SlackSt
     assert "nvidia-smi --query-compute-apps" in text  # the next action, as a copyable command
     assert ":question:" in text  # the missing-fact question (no probes here)
     assert "`message:9`" not in text  # evidence is behind "Show details"
-    assert action_ids(post.params["blocks"]) == [ActionId.RIGHT, ActionId.WRONG, ActionId.SHOW_DETAILS]
+    assert action_ids(post.params["blocks"]) == [ActionId.RIGHT, ActionId.WRONG, ActionId.SHOW_DETAILS,
+                                                 ActionId.ACK, ActionId.RESOLVE, ActionId.SNOOZE, ActionId.OWNER]
     inc = bot.store.find_incident(CHANNEL, ev["ts"])
     assert inc.signature == "nccl-cuda-999" and inc.summary_ts and inc.version == 1
     assert [e.name for e in bot.store.list_evidence(inc.id)] == ["message"]

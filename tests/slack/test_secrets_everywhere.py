@@ -102,6 +102,18 @@ def test_the_note_fits_the_first_screen(bot: RunningBot, slack: SlackStandIn, tm
     blocks = _answer_blocks(bot, slack, ev["ts"])
     assert "2 secrets redacted from the pasted text." in str(blocks)
     _look("seed-paste-redacted", blocks, tmp_path)
+    # the poster alone is told, privately, that their own message still shows them
+    private = [c.params for c in slack.calls_to("chat.postEphemeral")]
+    assert [(p["user"], p["channel"]) for p in private] == [(ev["user"], CHANNEL)], private
+    assert "held 2 secrets" in private[0]["text"] and "rotate" in private[0]["text"]
+
+
+def test_a_paste_without_secrets_sends_no_private_note(bot: RunningBot, slack: SlackStandIn) -> None:
+    ev = message_event(CHANNEL, (EX / "seed-nccl-999" / "rank-0.log").read_text())
+    bot.send_event(ev)
+    slack.wait_for("chat.postMessage")
+    bot.wait_idle()
+    assert slack.calls_to("chat.postEphemeral") == []
 
 
 def test_forged_requests_log_one_short_line_and_no_body(bot: RunningBot, all_logs: _Collect) -> None:

@@ -66,7 +66,9 @@ class Bot:
     running: RunningBot | None = None
 
     def start(self) -> RunningBot:
-        env = bot_env(self.slack, self.tmp, webhook_secret=self.slurm.secret, env={"TRIAGE_JOB_SOURCE": "slurm"})
+        env = bot_env(self.slack, self.tmp, webhook_secret=self.slurm.secret, env={"TRIAGE_JOB_SOURCE": "slurm",
+                      # each test's jobs run on this one node: group by job, not by host, so every job has its thread
+                      "TRIAGE_GROUP_HOST_WINDOW_S": "0", "TRIAGE_STORM_THRESHOLD": "0"})
         bot = TriageBot(Settings.from_env(env))
         server = bot.serve_http(self.slurm.port, "127.0.0.1")
         self.running = RunningBot(bot, server, self.slack, SIGNING_SECRET, self.slurm.secret)

@@ -20,6 +20,7 @@ What it serves (the methods the bot uses; anything else answers {"ok": false, "e
 - files.getUploadURLExternal, the upload URL itself, files.completeUploadExternal
   (`slack.uploads`: dicts with channel_id, thread_ts, title, content);
 - views.open / views.publish / views.update (`slack.views`);
+- users.lookupByEmail (`slack.add_user("U0ALICE", email="alice@corp.example")`);
 - conversations.info / conversations.members / users.info, for who may see what
   (`slack.add_conversation("G0SECRET", private=True, members=["UALICE"])`, `slack.add_im("D0BOB", "UBOB")`,
   `slack.add_user("UGUEST", guest=True)`). A channel id starting with C that was never added is a
@@ -45,6 +46,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -124,12 +126,16 @@ class SlackStandIn:
         self.not_in_channel: set[str] = set()
         self.conversations: dict[str, dict[str, Any]] = {}  # id -> conversations.info object + "members"
         self.users: dict[str, dict[str, Any]] = {}
+        self.usergroups: dict[str, list[str]] = {}  # usergroups.users.list: group id -> user ids
         self.downloads = 0
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._pending_uploads: dict[str, dict[str, Any]] = {}
         self._failures: dict[str, list[Failure]] = {}
+        self._stalls: list[tuple[str, Callable[[dict[str, Any]], bool], float]] = []
+        self.stalled = threading.Event()  # set when a stalled call has been carried out
         self._sockets: list[_Socket] = []
-        self._ts = itertools.count(1)
+        self._last_ts = 0.0  # message ts: wall-clock seconds like Slack's, strictly increasing
+        self._ts_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -177,7 +183,9 @@ class SlackStandIn:
     # -- setting the scene ------------------------------------------------------------------------
 
     def next_ts(self) -> str:
-        return f"{1_700_000_000 + next(self._ts)}.{next(self._ts) % 1_000_000:06d}"
+        with self._ts_lock:
+            self._last_ts = max(round(time.time(), 6), round(self._last_ts + 0.000001, 6))
+            return f"{self._last_ts:.6f}"
 
     def add_file(self, content: bytes, name: str, *, mimetype: str = "text/plain", filetype: str = "text",
                  user: str = "UALICE", size: int | None = None) -> dict[str, Any]:
@@ -221,10 +229,22 @@ class SlackStandIn:
                                            "is_mpim": False, "is_private": True, "user": user,
                                            "members": [user, self.bot_user_id]}
 
-    def add_user(self, user: str, *, guest: bool = False) -> None:
+    def add_user(self, user: str, *, guest: bool = False, email: str | None = None) -> None:
         with self._lock:
             self.users[user] = {"id": user, "name": user.lower(), "is_restricted": guest,
-                                "is_ultra_restricted": False, "is_bot": False, "deleted": False}
+                                "is_ultra_restricted": False, "is_bot": False, "deleted": False,
+                                "profile": {"email": email} if email else {}}
+
+    def _lookup_by_email(self, p: dict[str, Any]) -> dict[str, Any]:
+        """users.lookupByEmail: only users added with an email are found (like Slack, case-insensitive)."""
+        email = str(p.get("email", "")).strip().lower()
+        if not email:
+            return {"ok": False, "error": "invalid_arguments"}
+        with self._lock:
+            for u in self.users.values():
+                if str((u.get("profile") or {}).get("email", "")).lower() == email:
+                    return {"ok": True, "user": dict(u)}
+        return {"ok": False, "error": "users_not_found"}
 
     def _conversation(self, channel: str) -> dict[str, Any] | None:
         with self._lock:
@@ -266,6 +286,12 @@ class SlackStandIn:
         """The next `times` calls to `method` answer HTTP `status` (429 carries Retry-After)."""
         with self._lock:
             self._failures.setdefault(method, []).append(Failure(status, retry_after, error, times))
+
+    def stall(self, method: str, when: Callable[[dict[str, Any]], bool], seconds: float = 60.0) -> None:
+        """The next call to `method` whose parameters satisfy `when` is carried out (the message is
+        posted) but answered only after `seconds`: Slack did the write and the reply is late."""
+        with self._lock:
+            self._stalls.append((method, when, seconds))
 
     def response_url(self) -> str:
         return f"{self.base_url}/respond/{next(self._ids)}"
@@ -336,6 +362,22 @@ class SlackStandIn:
         with s.lock:
             s.conn.sendall(_ws_frame(json.dumps(envelope).encode()))
 
+    def drop_sockets(self) -> None:
+        """Close every Socket Mode connection from this side, as when Slack's link drops."""
+        with self._changed:
+            for s in self._sockets:
+                if not s.closed:
+                    s.closed = True
+                    try:
+                        s.conn.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def clear_failures(self, method: str) -> None:
+        """Forget the failures still queued for `method` (see fail())."""
+        with self._lock:
+            self._failures.pop(method, None)
+
     def wait_socket_ack(self, envelope_id: str, timeout: float = 10.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -386,6 +428,9 @@ class SlackStandIn:
                "blocks": _blocks(p.get("blocks")), "ts": self.next_ts(), "channel": channel}
         if p.get("thread_ts"):
             msg["thread_ts"] = p["thread_ts"]
+        if p.get("metadata"):  # Slack takes it as a JSON string or an object
+            meta = p["metadata"]
+            msg["metadata"] = json.loads(meta) if isinstance(meta, str) else meta
         with self._lock:
             self._messages.setdefault(channel, []).append(msg)
         return {"ok": True, "channel": channel, "ts": msg["ts"], "message": msg}
@@ -424,9 +469,9 @@ class SlackStandIn:
             "chat.postEphemeral": lambda: {"ok": True, "message_ts": self.next_ts()},
             "chat.getPermalink": lambda: {"ok": True, "permalink": f"{self.base_url}/archives/{p.get('channel')}/p"
                                                                    f"{str(p.get('message_ts')).replace('.', '')}"},
-            "conversations.replies": lambda: {"ok": True, "messages": self.thread(str(p.get("channel")),
-                                                                                 str(p.get("ts"))),
+            "conversations.replies": lambda: {"ok": True, "messages": self._replies(p),
                                               "has_more": False, "response_metadata": {"next_cursor": ""}},
+            "conversations.history": lambda: self._history(p),
             "reactions.add": lambda: self._react(p, add=True),
             "reactions.remove": lambda: self._react(p, add=False),
             "files.info": lambda: ({"ok": True, "file": dict(self.files[str(p.get("file"))])}
@@ -439,11 +484,50 @@ class SlackStandIn:
             "conversations.info": lambda: self._conversations_info(p),
             "conversations.members": lambda: self._conversations_members(p),
             "users.info": lambda: self._users_info(p),
+            "users.lookupByEmail": lambda: self._lookup_by_email(p),
+            "usergroups.users.list": lambda: ({"ok": True, "users": list(self.usergroups[str(p.get("usergroup"))])}
+                                              if str(p.get("usergroup")) in self.usergroups
+                                              else {"ok": False, "error": "no_such_subteam"}),
         }
         h = handlers.get(method)
         if h is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
-        return 200, h(), {}
+        result = h()
+        with self._lock:
+            stall = next((x for x in self._stalls if x[0] == method and x[1](p)), None)
+            if stall is not None:
+                self._stalls.remove(stall)
+        if stall is not None:
+            self.stalled.set()
+            time.sleep(stall[2])
+        return 200, result, {}
+
+    def _replies(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        """A thread; as Slack, message metadata only with include_all_metadata."""
+        with_meta = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        msgs = [dict(m) for m in self.thread(str(p.get("channel")), str(p.get("ts")))]
+        for m in msgs:
+            if not with_meta:
+                m.pop("metadata", None)
+        return msgs
+
+    def _history(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages, newest first, since `oldest`; metadata only with include_all_metadata."""
+        channel = self._channel_id(str(p.get("channel", "")))
+        if not channel or str(p.get("channel", "")).startswith("#"):
+            return {"ok": False, "error": "channel_not_found"}  # Slack wants the id here
+        oldest = float(p.get("oldest") or 0)
+        with_meta = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        with self._lock:
+            top = [dict(m) for m in self._messages.get(channel, [])
+                   if m.get("thread_ts") in (None, m["ts"]) and float(m["ts"]) >= oldest]
+        for m in top:
+            if not with_meta:
+                m.pop("metadata", None)
+        top.reverse()
+        limit = int(p.get("limit") or 100)
+        return {"ok": True, "messages": top[:limit], "has_more": len(top) > limit,
+                "response_metadata": {"next_cursor": ""}}
 
     def _react(self, p: dict[str, Any], add: bool) -> dict[str, Any]:
         key = (str(p.get("channel")), str(p.get("timestamp")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slack_bolt import App
 
-from . import actions, commands, events
+from . import actions, commands, events, lifecycle
 from .deps import Deps
 from .middleware import dedupe_events
 
@@ -14,6 +14,7 @@ def register_listeners(app: App, deps: Deps) -> None:
     events.register(app, deps)
     commands.register(app, deps)
     actions.register(app, deps)
+    lifecycle.register(app, deps)
 
 
 __all__ = ["Deps", "register_listeners"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ class Deps:
     def watches(self, channel: str | None, bot_id: str | None) -> bool:
         return bool(channel and channel in self.bot_sources or bot_id and bot_id in self.bot_sources)
 
-    def enqueue(self, kind: str, payload: dict[str, Any], keys: list[str], *, where: Where, explicit: bool = True,
+    def enqueue(self, kind: str, payload: dict[str, Any], keys: Sequence[str | None], *, where: Where, explicit: bool = True,
                 fingerprint: str | None = None, window_s: float = 0) -> bool:
         """Commit durable work before the ack leaves (the listener returns before Bolt answers Slack).
         False for a duplicate (Slack's retry, a replayed request); a full queue is told to the user."""
