@@ -41,6 +41,16 @@ def lookup_sxid(code: int | str) -> dict[str, Any] | None:
     return _shared.sxid(code)
 
 
+def rated(kind: str, code: str | None, text: str) -> bool:
+    """Whether this line's code (`kind`: "xid" or "sxid") has a severity: the catalogue lists the
+    code, or the line prints its own Fatal / Non-fatal word after it."""
+    if code is None:
+        return False
+    if (lookup_sxid(code) if kind == "sxid" else lookup(code)) is not None:
+        return True
+    return line_word(_after_code(text, code)) is not None
+
+
 def line_word(text: str | None) -> str | None:
     return _shared.line_word(text)
 

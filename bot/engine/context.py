@@ -54,13 +54,15 @@ _MPI_TAG = re.compile(
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 # Lightning's rank_prefixed_message: "[rank: 1] Child process with PID 2977 terminated with code 4. ..."
 _LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
-# pdsh / DeepSpeed launcher: "gpu-node-17: ..." (a host name must hold a digit, or be localhost,
+_IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4_RE = re.compile(_IPV4)
+# pdsh / DeepSpeed launcher: "gpu-node-17: ..." (or "192.168.13.81: ..." with an IP hostfile) (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
 # Kernel device names ("nvidia-nvswitch0: SXid ...", "nvidia0: ...", "mlx5_0: ...") take the same
 # place and are never hosts.
 _HOST_PREFIX = re.compile(
     r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
-    r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost): "
+    r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost|" + _IPV4 + r"): "
 )
 # Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
 # "2025-07-25T07:53:08.217488644+08:00 stdout F KeyError: 'labels'"
@@ -76,7 +78,9 @@ _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 _QUOTE = re.compile(r">+ ?")
 # Open MPI's own messages: "[note8:86717] *** Process received signal ***"; UCX's signal handler:
 # "[worker-0:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)"
-_OMPI = re.compile(r"\[(?P<host>[A-Za-z][\w.\-]*):(?P<pid>\d+)(?: *:\d+:\d+)?\] ")
+# A container's host name is its id ("[09677202c889:5283 :0:5704]"): a host may start with a digit
+# when it holds a letter.
+_OMPI = re.compile(r"\[(?P<host>(?=[\w.\-]*[A-Za-z])[\w.\-]+):(?P<pid>\d+)(?: *:\d+:\d+)?\] ")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
 # vLLM's workers: "(VllmWorker rank=3 pid=1090) ...", "(VllmWorker TP1 pid=77) ...", "(Worker_TP1 pid=77) ..."
 _RAY = re.compile(
@@ -236,6 +240,24 @@ def _peel(body: str, ctx: LineContext) -> str:
     return body
 
 
+WRAP_MIN = 78  # a terminal narrower than this is rare; shorter lines ended where their writer ended them
+_ENDS_RECORD = tuple(".!?;:)]}>\"'")
+
+
+def continues(prev: str, line: str) -> bool:
+    """`line` is the rest of `prev`, which a terminal or a log viewer hard-wrapped: `prev` is long
+    and stops mid-word ("... exception: CUDA erro" + "r: unspecified launch failure") or after a
+    trailing space ("... last enqueued " + "NCCL work: 2082, ..."), and `line` carries no prefix."""
+    prev = prev.rstrip("\r\n")
+    if len(prev) < WRAP_MIN or not line or prev.endswith(_ENDS_RECORD) or line[0] in " \t[(<>|#*-":
+        return False
+    # cut inside a word ("erro" + "r: ..."), or after a space no writer leaves at a line's end
+    if not (prev[-1].isalnum() and line[0].islower() or prev[-1] == " " and line[0].isalnum()):
+        return False
+    ctx = parse_line(line)
+    return ctx.rank is None and ctx.host is None and ctx.timestamp is None and ctx.body == line
+
+
 def parse_line(line: str) -> LineContext:
     """Everything the line itself tells (not its source's name)."""
     ctx = LineContext()
@@ -246,8 +268,8 @@ def parse_line(line: str) -> LineContext:
     m = _NCCL.search(head)
     if m:
         host = m.group("host")
-        if not _PLACEHOLDER_HOST.fullmatch(host):
-            ctx.host = ctx.host or host
+        if not _PLACEHOLDER_HOST.fullmatch(host) and (ctx.host is None or _IPV4_RE.fullmatch(ctx.host)):
+            ctx.host = host  # NCCL's own header names the machine; a launcher's IP prefix is the same one
         ctx.pid = ctx.pid or int(m.group("pid"))
         ctx.gpu = int(m.group("dev"))
     else:
@@ -270,8 +292,9 @@ def parse_line(line: str) -> LineContext:
     if ctx.timestamp is None:
         m = _GLOG.search(head, 0, 200)
         if m:
-            hh, frac = (m.group("time").split(".") + [None])[:2]
-            ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), hh, frac)
+            parts = m.group("time").split(".")
+            ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), parts[0],
+                                  parts[1] if len(parts) > 1 else None)
     if ctx.gpu is None:
         m = _TORCH_OOM_GPU.search(head)
         if m:
@@ -293,6 +316,11 @@ _NOT_HOSTS = re.compile(
     r"part|file|gpu|step|attempt|v|r)\d*",
     re.I,
 )
+
+
+# Slurm's output files named "%x-%j.out" / "%x_%j.err" (job name, job id; "%A_%a" for array tasks):
+# "train-llm-1234.out" holds a job, not a host
+_SLURM_OUTPUT = re.compile(r"^[A-Za-z][\w.\-]*?[-_](?P<job>\d{4,})(?:_\d+)?\.(?:out|err)$")
 
 
 # what a log is, written next to the host in a file name: dmesg-gpu-node-02.txt, gpu-node-02.kern.log
@@ -322,6 +350,10 @@ def parse_source_name(name: str) -> LineContext:
         m = _NAME_RANK.search(part)
         if m and ctx.rank is None:
             ctx.rank = int(m.group("rank"))
+            continue
+        m = _SLURM_OUTPUT.match(part)
+        if m and ctx.job_id is None:  # "%x-%j.out": the job's name and id, no host
+            ctx.job_id = m.group("job")
             continue
         m = _NAME_HOST.match(stem)
         # "t1.log", "a2.txt" are scratch names, not hosts

@@ -329,7 +329,8 @@ def _representative(evs: list[Evidence], limit: int) -> list[Evidence]:
     """Earliest first, one line per (rank, pattern) before repeating any."""
     ordered = sorted(evs, key=lambda e: (e.role != "primary", _time_key(e) or datetime.max, e.order))
     seen: set[tuple[Any, str]] = set()
-    first, rest = [], []
+    first: list[Evidence] = []
+    rest: list[Evidence] = []
     for e in ordered:
         key = (e.context.rank if e.context.rank is not None else e.source, e.pattern)
         (rest if key in seen else first).append(e)

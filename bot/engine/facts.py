@@ -150,12 +150,14 @@ CLUE_PATTERNS: list[FactPattern] = [
     FactPattern("clue:elastic_closing", ("via signal SIG",),
                 re.compile(r"Closing process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")),
 ]
-MAX_CLUES = 500  # per kind: teardown lists and per-rank reports repeat
+MAX_CLUES = 500  # per kind: teardown lists and per-rank reports repeat (full: muted like facts)
 
 # Hints that a line mentions a setting without it being set ("run with NCCL_DEBUG=INFO for details").
 _ADVICE = re.compile(r"\b(?:run with|set(?:ting)? the environment variable|consider setting|try setting|you can set|e\.g\.|please set)\b", re.I)
 _NCCL_HEADER = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] (?:NCCL )?INFO ")
-MAX_FACT_HITS = 5000  # per fact kind and source: start-up chatter can repeat a fact per rank
+# per fact kind and source: start-up chatter repeats a fact per rank and communicator; a kind that
+# is full stops reading, and its literals stop making scan candidates (Matcher.verify's `muted`)
+MAX_FACT_HITS = 5000
 
 
 @dataclass(slots=True)
@@ -200,9 +202,9 @@ class Facts:
                                      (self.rank_local_by_size, other.rank_local_by_size)):
             for n, table in theirs_all.items():
                 mine_all.setdefault(n, {}).update({r: v for r, v in table.items() if r not in mine_all.get(n, {})})
-        for n, table in other.rank_hosts_by_size.items():
+        for n, hosts in other.rank_hosts_by_size.items():
             mine = self.rank_hosts_by_size.setdefault(n, {})
-            for r, h in table.items():
+            for r, h in hosts.items():
                 mine.setdefault(r, h)
         self.timeouts_ms.update(other.timeouts_ms)
         self.job_ids.update(other.job_ids)

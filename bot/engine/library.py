@@ -95,6 +95,8 @@ class Pattern:
     index: int = -1  # position in Library.patterns
     context: str | None = None  # must also match the lines around the hit (8 before, 3 after)
     echo_after: tuple[str, ...] = ()  # a line of this pattern printed after one of these is its echo
+    # "xid" / "sxid": the capture holding a code; a line that nothing rates (catalogue, Fatal word) only supports
+    rated_code: str | None = None
     _compiled: regex.Pattern[str] | None = None
     _context: regex.Pattern[str] | None = None
 
@@ -158,8 +160,16 @@ class Library:
         return h.hexdigest()[:16]
 
 
+# The folder signatures/ installs as this package (setup.py): `signatures` is taken on PyPI.
+SIGNATURES_PACKAGE = "gpu_triage_signatures"
+
+
 def default_root() -> Path:
-    return Path(str(resources.files("signatures")))
+    """The bundled library: the installed package, else the checkout's signatures/ next to bot/."""
+    try:
+        return Path(str(resources.files(SIGNATURES_PACKAGE)))
+    except ModuleNotFoundError:  # a checkout used without `pip install` (PYTHONPATH=.)
+        return Path(__file__).resolve().parents[2] / "signatures"
 
 
 def _schema() -> dict[str, Any]:
@@ -215,7 +225,9 @@ def _check_patterns(doc: dict[str, Any], path: str, problems: list[Problem]) -> 
             ok = False
             continue
         if raw.get("literal"):
-            literals = [raw["literal"].lower() if ignorecase else raw["literal"]]
+            # a string, or a list when every match contains one of several strings (alternatives)
+            given = raw["literal"] if isinstance(raw["literal"], list) else [raw["literal"]]
+            literals = [lit.lower() if ignorecase else lit for lit in given]
         else:
             try:
                 literals = required_literals(raw["regex"], ignorecase)
@@ -254,6 +266,7 @@ def _build(doc: dict[str, Any], path: str, problems: list[Problem]) -> Signature
                 min_count=int(raw.get("min_count", 1)),
                 context=raw.get("context"),
                 echo_after=tuple(raw.get("echo_after") or ()),
+                rated_code=raw.get("rated_code"),
             )
         )
     excludes = []

@@ -105,6 +105,8 @@ def lint(library: Library, taxonomy: dict[str, dict] | None = None) -> list[Prob
             for ref in pat.echo_after:
                 if ref not in ids or ref == sig.id:
                     problems.append(Problem(f, f"pattern {pat.name!r}: echo_after {ref!r} is not another signature"))
+            if pat.rated_code and pat.rated_code not in pat.compiled.groupindex:
+                problems.append(Problem(f, f"pattern {pat.name!r}: rated_code {pat.rated_code!r} but the regex captures no such group"))
         cause_ids = [c.id for c in sig.causes]
         for dup in {c for c in cause_ids if cause_ids.count(c) > 1}:
             problems.append(Problem(f, f"cause id {dup!r} used twice"))

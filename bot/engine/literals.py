@@ -14,8 +14,8 @@ try:  # Python 3.11+
     from re import _constants as sre_constants  # type: ignore[attr-defined]
     from re import _parser as sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - older Pythons
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+    import sre_constants
+    import sre_parse
 
 MIN_LITERAL = 4
 
@@ -69,7 +69,7 @@ def _seq(items: list, ignorecase: bool) -> list[list[str]]:
             if lo >= 1:
                 candidates.extend(_seq(list(sub), ignorecase))
         elif op is _BRANCH:
-            alts = []
+            alts: list[str] = []
             for alt in av[1]:
                 best = _best(_seq(list(alt), ignorecase))
                 if best is None:

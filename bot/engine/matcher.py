@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
-from .context import parse_line
-from .facts import CLUE_PATTERNS, FACT_PATTERNS, MAX_CLUES, Facts, apply_clue, apply_fact
+from . import catalog
+from .context import continues, parse_line
+from .facts import CLUE_PATTERNS, FACT_PATTERNS, MAX_CLUES, MAX_FACT_HITS, Facts, apply_clue, apply_fact
 from .library import VERIFY_TIMEOUT_S, Library, Pattern
 from .model import Evidence, LineContext
 from .scanner import RawHit, ScanPlan, make_backend
@@ -50,7 +53,7 @@ class Matcher:
 
     def __init__(self, library: Library, backend: str | None = None) -> None:
         self.library = library
-        items = [(p.literals, p.ignorecase) for p in library.patterns]
+        items: list[tuple[Sequence[str], bool]] = [(p.literals, p.ignorecase) for p in library.patterns]
         items += [(f.literals, f.ignorecase) for f in FACT_PATTERNS]
         items += [(f.literals, f.ignorecase) for f in CLUE_PATTERNS]
         self.plan = ScanPlan.build(items, context_items=len(library.patterns))
@@ -59,10 +62,31 @@ class Matcher:
         self.backend = make_backend(self.plan, backend)
         self.excludes = {sid: sig.excludes for sid, sig in library.signatures.items()}
         self._memo: dict[tuple[int, str], object] = {}
+        # literals that only facts and clues use, by kind: once every kind that reads a literal has
+        # all it keeps, its lines stop being candidates (NCCL's per-rank init lines: 15% of a log)
+        kinds = [fp.name for fp in FACT_PATTERNS] + [cp.name for cp in CLUE_PATTERNS]
+        self._kinds_of_lit: dict[int, set[str]] = {}
+        self._lits_of_kind: dict[str, list[int]] = {}
+        for lit, owners in enumerate(self.plan.items_of):
+            if any(i < self.n_patterns for i in owners):
+                continue
+            names = {kinds[i - self.n_patterns] for i in owners}
+            self._kinds_of_lit[lit] = names
+            for name in names:
+                self._lits_of_kind.setdefault(name, []).append(lit)
 
     @property
     def backend_name(self) -> str:
         return self.backend.name
+
+    @staticmethod
+    def _full(facts: Facts, kind: str) -> bool:
+        return facts.hits[kind] >= (MAX_CLUES if kind.startswith("clue:") else MAX_FACT_HITS)
+
+    def _mute_full(self, kind: str, facts: Facts, muted: set[int]) -> None:
+        for lit in self._lits_of_kind.get(kind, ()):
+            if lit not in muted and all(self._full(facts, k) for k in self._kinds_of_lit[lit]):
+                muted.add(lit)
 
     def verify(
         self,
@@ -72,7 +96,10 @@ class Matcher:
         order_base: int,
         facts: Facts,
         stats: VerifyStats,
+        muted: set[int] | None = None,
     ) -> list[Evidence]:
+        """Evidence on a candidate line; facts and clues go to `facts`. With `muted`, the literals
+        of facts and clues that have read all they keep are added to it for the scanner to skip."""
         stats.candidates += 1
         ids = hit.literal_ids
         items = sorted({i for lit in ids for i in self.plan.items_of[lit]}) if len(ids) > 1 else self.plan.items_of[ids[0]]
@@ -88,11 +115,15 @@ class Matcher:
                 for seg in segments:
                     apply_clue(facts, cp, seg, source, hit.line, order_base + hit.line,
                                parse_line(seg).merged_with(source_ctx))
+                if muted is not None and facts.hits[cp.name] >= MAX_CLUES:
+                    self._mute_full(cp.name, facts, muted)
                 continue
             if item >= self.n_patterns:
                 fp = FACT_PATTERNS[item - self.n_patterns]
                 for seg in segments:
                     apply_fact(facts, fp, seg)
+                if muted is not None and facts.hits[fp.name] >= MAX_FACT_HITS:
+                    self._mute_full(fp.name, facts, muted)
                 continue
             pat = self.library.patterns[item]
             if pat.signature in seen_sigs:
@@ -127,8 +158,10 @@ class Matcher:
                 self._memo[key] = seen
         if seen is None:
             return None
-        ctx, captures, start, end = seen  # type: ignore[misc]
-        if pat.context:
+        ctx, captures, start, end = cast("tuple[LineContext, dict[str, str], int, int]", seen)
+        if ctx.rank is None and ctx.host is None and hit.before and continues(hit.before[-1], text):
+            ctx = ctx.merged_with(parse_line(hit.before[-1]))  # a wrapped line: who printed its first half
+        if pat.context and pat.context_regex is not None:
             around = "\n".join(hit.before + [text] + hit.after)
             try:
                 if not pat.context_regex.search(around, timeout=VERIFY_TIMEOUT_S):
@@ -146,9 +179,15 @@ class Matcher:
             except TimeoutError:
                 stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
                 return None
+        role, name = pat.role, pat.name
+        if pat.rated_code and not catalog.rated(pat.rated_code, captures.get(pat.rated_code), text):
+            # a line nothing rates (a code outside NVIDIA's list, printed without a Fatal / Non-fatal
+            # word: a test value, a firmware or error-log dump line) is evidence for a diagnosis another
+            # line starts, never one of its own; its own pattern name keeps it out of the primary's counts
+            role, name = "supporting", f"{pat.name}/unrated"
         return Evidence(
             signature=pat.signature,
-            pattern=pat.name,
+            pattern=name,
             source=source,
             line=hit.line,
             text=clip_around(text, start, end),
@@ -157,7 +196,7 @@ class Matcher:
             before=list(hit.before),
             after=list(hit.after),
             order=order_base + hit.line,
-            role=pat.role,
+            role=role,
         )
 
     def _match_text(self, pat: Pattern, text: str, hit: RawHit, source: str,

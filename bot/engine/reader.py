@@ -174,7 +174,7 @@ def sources_from_paths(paths: list[str], max_bytes: int | None = DEFAULT_MAX_BYT
             continue
         p = Path(arg)
         if p.is_dir():
-            files = []
+            files: list[Path] = []
             for f in _walk(p, problems, arg):
                 if len(files) >= MAX_DIR_FILES:
                     problems.append(f"{arg}: more than {MAX_DIR_FILES} files; read the first {MAX_DIR_FILES}")

@@ -187,12 +187,14 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
     sampler = EvidenceSampler()
     order_base = job.index * ORDER_STRIDE
 
+    muted: set[int] = set()  # literals of facts that have read all they keep
+
     def verify(hit: RawHit) -> None:  # as the scan goes: no candidate is kept once verified
-        for ev in matcher.verify(hit, src.name, base_ctx, order_base, facts, stats):
+        for ev in matcher.verify(hit, src.name, base_ctx, order_base, facts, stats, muted):
             sampler.add(ev)
 
     rng = scan_chunks(iter(keep), matcher.backend, leading=_leading_lines(src, job.start),
-                      needs_context=matcher.plan.needs_context, sink=verify)
+                      needs_context=matcher.plan.needs_context, sink=verify, muted=muted)
     pasted: list[Block] = []
     if keep.kept:
         whole = b"".join(keep.kept)

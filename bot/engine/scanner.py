@@ -1,8 +1,10 @@
 """Find candidate lines fast: one multi-literal search over the raw bytes of each chunk.
 
-Two backends look for the same literal set and so return the same candidate lines:
+Three backends look for the same literal set and so return the same candidate lines:
 - hyperscan (x86-64 wheels): a compiled literal database, cached on disk, at memory speed;
-- pure Python: bytes.find per literal, chosen automatically where hyperscan is missing.
+- ahocorasick (pyahocorasick: wheels for Linux x86-64/aarch64, macOS and Windows): one automaton
+  pass, chosen automatically where hyperscan is missing;
+- pure Python: bytes.find per literal, the last resort.
 Candidate lines then go to `matcher.verify`, which runs the real regexes with a timeout.
 """
 
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BEFORE = 8  # lines of context kept before a hit (tracebacks, torchrun failure blocks)
-AFTER = 5  # lines kept after a hit ("Last error:" and its next line, the entry under torchrun's "Root Cause")
+AFTER = 8  # lines kept after a hit ("Last error:" and its next line, the entry under torchrun's "Root Cause",
+# a UCX backtrace that other ranks' lines pushed a few lines down)
 MAX_LINE = 16 << 20  # a "line" longer than this is split, so binary junk cannot grow memory
 WINDOW = 64 << 10  # bytes of a long line around a hit that the regexes see
 CONTEXT_CLIP = 2000
@@ -87,6 +90,74 @@ class PythonBackend:
         return hits
 
 
+# Share (per mille) of each character in lowercased log text (NCCL/torch/DeepSpeed chatter, kernel
+# and scheduler lines); the rest are rarer. Used to pick the automaton's key starts, see below.
+_SHARE = dict(zip(" 0ne1a2o4c:rlps-][3di/m56t.ug78k9fhv_>=,b|xy'()w\"",
+                  (138, 67, 52, 43, 34, 34, 33, 33, 32, 30, 28, 27, 27, 25, 25, 24, 22, 22, 22, 20, 20, 20, 19,
+                   18, 16, 15, 14, 14, 13, 12, 11, 10, 10, 10, 7, 7, 5, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
+                  strict=True))
+_LOWER = bytes(range(256)).lower()  # ASCII folding, like bytes.lower() and hyperscan's CASELESS
+KEY_MIN = 5  # shortest automaton key cut from a longer literal: shorter ones hit too often
+
+
+def _key_starts(lits: list[str]) -> set[str]:
+    """Characters the automaton's keys may start with: few, and rare in logs.
+
+    pyahocorasick looks a character up among a node's children one by one, and most of a log's
+    characters are looked up at the root: its fan-out sets the speed (37 first characters run at
+    ~90 MB/s, 11 at ~150 MB/s on this library). So each literal is searched by a suffix that starts
+    at one of a small set of characters (greedy set cover weighted by rarity) and the whole literal
+    is checked at each key hit."""
+    options = [{lit[j] for j in range(len(lit) - min(KEY_MIN, len(lit)) + 1)} for lit in lits]
+    todo = set(range(len(lits)))
+    chosen: set[str] = set()
+    while todo:
+        covers: dict[str, int] = {}
+        for i in todo:
+            for c in options[i]:
+                covers[c] = covers.get(c, 0) + 1
+        best = max(sorted(covers), key=lambda c: covers[c] / (_SHARE.get(c, 0.5) + 50))
+        chosen.add(best)
+        todo = {i for i in todo if best not in options[i]}
+    return chosen
+
+
+class AhoCorasickBackend:
+    """The literal set as one Aho-Corasick automaton (pyahocorasick) over the ASCII-folded bytes."""
+
+    name = "ahocorasick"
+
+    def __init__(self, plan: ScanPlan) -> None:
+        import ahocorasick
+
+        lowered = [lit.lower() for lit in plan.literals]
+        starts = _key_starts(lowered)
+        by_key: dict[str, list[tuple[int, int, bytes, bool]]] = {}
+        for idx, (lit, low, ci) in enumerate(zip(plan.literals, lowered, plan.ignorecase, strict=True)):
+            n = min(KEY_MIN, len(low))
+            j = min((j for j in range(len(low) - n + 1) if low[j] in starts),
+                    key=lambda j: (_SHARE.get(low[j], 0.5), j))
+            # the key is a suffix, so a key hit ends where the literal would end
+            by_key.setdefault(low[j:], []).append((idx, len(lit), (low if ci else lit).encode(), ci))
+        self.auto = ahocorasick.Automaton()
+        for key, owners in by_key.items():
+            # the automaton holds str: bytes pass through latin-1, one character per byte
+            self.auto.add_word(key.encode().decode("latin-1"), tuple(owners))
+        self.auto.make_automaton()
+
+    def find(self, buf: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        if not buf or not len(self.auto):  # an empty automaton refuses to iterate
+            return hits
+        low = buf.translate(_LOWER)
+        for last, owners in self.auto.iter(low.decode("latin-1")):
+            end = last + 1
+            for idx, n, lit, ci in owners:
+                if end >= n and (low if ci else buf).startswith(lit, end - n):
+                    hits.append((end, idx))
+        return hits
+
+
 class HyperscanBackend:
     """The same literal set compiled into one hyperscan database (cached: compiling costs ~0.2 s)."""
 
@@ -96,8 +167,8 @@ class HyperscanBackend:
         import hyperscan
 
         self._hs = hyperscan
-        self.db = self._load_or_compile(plan)
-        self._proto = hyperscan.Scratch(self.db)
+        self.db = self._load_or_compile(plan) if plan.literals else None  # hyperscan refuses 0 expressions
+        self._proto = hyperscan.Scratch(self.db) if self.db is not None else None
         self._local = threading.local()  # a scratch may serve one scan at a time: one per thread
 
     def _load_or_compile(self, plan: ScanPlan):  # noqa: ANN202 - hyperscan.Database
@@ -123,6 +194,8 @@ class HyperscanBackend:
 
     def find(self, buf: bytes) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
+        if self.db is None or self._proto is None:
+            return hits
         append = hits.append
 
         def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
@@ -148,14 +221,31 @@ def hyperscan_available() -> bool:
     return True
 
 
-def make_backend(plan: ScanPlan, name: str | None = None):  # noqa: ANN201 - PythonBackend | HyperscanBackend
-    """`name` None picks hyperscan when it imports, else pure Python (TRIAGE_MATCHER overrides)."""
-    name = name or os.environ.get("TRIAGE_MATCHER") or ("hyperscan" if hyperscan_available() else "python")
+def ahocorasick_available() -> bool:
+    try:
+        import ahocorasick  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+BACKENDS = ("hyperscan", "ahocorasick", "python")  # fastest first
+
+
+def available_backends() -> list[str]:
+    return [n for n, ok in zip(BACKENDS, (hyperscan_available(), ahocorasick_available(), True), strict=True) if ok]
+
+
+def make_backend(plan: ScanPlan, name: str | None = None):  # noqa: ANN201 - one of the three backends
+    """`name` None picks the fastest backend that imports (TRIAGE_MATCHER overrides)."""
+    name = name or os.environ.get("TRIAGE_MATCHER") or available_backends()[0]
     if name == "hyperscan":
         return HyperscanBackend(plan)
+    if name == "ahocorasick":
+        return AhoCorasickBackend(plan)
     if name == "python":
         return PythonBackend(plan)
-    raise ValueError(f"unknown matcher {name!r} (hyperscan or python)")
+    raise ValueError(f"unknown matcher {name!r} (one of {', '.join(BACKENDS)})")
 
 
 @dataclass(slots=True)
@@ -206,11 +296,13 @@ def _rechunk(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
 
 
 def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None,  # noqa: ANN001
-                needs_context: list[bool] | None = None, sink: Callable[[RawHit], None] | None = None) -> RangeScan:
+                needs_context: list[bool] | None = None, sink: Callable[[RawHit], None] | None = None,
+                muted: set[int] | None = None) -> RangeScan:
     """Scan a stream of byte chunks line by line; return candidate lines with a little context.
 
     With `sink`, each candidate goes to it as soon as its context is complete and none is kept:
-    memory then stays flat however many lines match."""
+    memory then stays flat however many lines match. `muted` holds literal ids to ignore from the
+    next buffer on; the sink may add to it (a fact that has read all it keeps)."""
     hits: list[RawHit] = []
     problems: list[str] = []
     carry = b""
@@ -266,6 +358,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 pos = nl + 1
             pending = [h for h in pending if len(h.after) < AFTER]
         found = backend.find(buf)
+        if found and muted:
+            found = [h for h in found if h[1] not in muted]
         if found:
             found.sort()
             by_line: dict[int, set[int]] = {}
@@ -292,6 +386,10 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 le = buf.find(b"\n", ls)
                 le = len(buf) if le < 0 else le
                 lits = by_line[ls]
+                if muted and not lits.isdisjoint(muted):  # muted by a line earlier in this buffer
+                    lits = lits - muted
+                    if not lits:
+                        continue
                 if le - ls > WINDOW * 2:  # a very long line: the regexes see a window around the hits
                     ends = [e for e, lit in found if ls <= e <= le and lit in lits]
                     lo = max(ls, min(ends) - WINDOW)

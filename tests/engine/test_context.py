@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from bot.engine.context import parse_line, parse_source_name
+from bot.engine.context import continues, parse_line, parse_source_name
 
 CASES = [
     # (line, host, pid, rank, local_rank, gpu)
@@ -123,3 +123,43 @@ def test_source_names(name: str, rank, host, job) -> None:  # noqa: ANN001
                                   "gpu-node-02.kern.log", "gpu-node-02_syslog", "nvidia-smi-gpu-node-02.txt"])
 def test_kernel_log_file_names_name_the_host(name: str) -> None:
     assert parse_source_name(name).host == "gpu-node-02"
+
+
+# -- forms met in a blind round of real logs (Rh-*) ------------------------------------------------
+
+def test_launcher_prefix_may_be_an_ip_address() -> None:
+    # DeepSpeed/pdsh with an IP hostfile; a kernel log collected per node
+    assert parse_line("192.168.13.81: [rank19]: RuntimeError: CUDA error").host == "192.168.13.81"
+    assert parse_line("192.168.13.81: [rank19]: RuntimeError: CUDA error").rank == 19
+    assert parse_line("10.0.0.7: kern: warning: [123.4]: NVRM: Xid (PCI:0000:18:00): 79").host == "10.0.0.7"
+    assert parse_line("1.2.3: not an address").host is None
+    assert parse_line("300.1.1.1: not an address").host is None
+
+
+def test_nccl_header_names_the_machine_over_a_launcher_ip() -> None:
+    line = "10.10.23.10: so-ucloud-10-10-23-10:1307367:1307388 [0] NCCL WARN Cuda failure 'unknown error'"
+    assert parse_line(line).host == "so-ucloud-10-10-23-10"
+
+
+def test_ucx_signal_header_of_a_container_id_host() -> None:
+    ctx = parse_line("[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)")
+    assert (ctx.host, ctx.pid) == ("09677202c889", 5283)
+    assert parse_line("[12345.678901] NVRM: Xid 79").host is None  # dmesg uptime, not host:pid
+
+
+def test_hard_wrapped_continuation_lines() -> None:
+    head = "[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread terminated with exception: CUDA erro"
+    assert continues(head, "r: unspecified launch failure")
+    assert continues("x" * 90 + " last enqueued ", "NCCL work: 2082, last completed NCCL work: 2069.")
+    # a new record, a short line, or a line ended by its writer is not a continuation
+    assert not continues(head, "[rank1]: RuntimeError: boom")
+    assert not continues(head.replace(" erro", " error."), "next line")
+    assert not continues("short line erro", "r: x")
+    assert not continues(head + "r", "Traceback (most recent call last):")
+
+
+def test_slurm_output_file_names_hold_a_job_not_a_host() -> None:
+    ctx = parse_source_name("train-llm-1234.out")
+    assert (ctx.host, ctx.job_id) == (None, "1234")
+    assert parse_source_name("myjob_55123_3.err").job_id == "55123"
+    assert parse_source_name("gpu-node-02.out").host == "gpu-node-02"

@@ -86,3 +86,16 @@ def test_cli_lint_exit_status(tmp_path: Path) -> None:
 def test_fixture_library_tests_pass(fixture_library) -> None:  # noqa: ANN001
     count, failures = run_tests(fixture_library)
     assert count >= 20 and failures == []
+
+
+def test_rated_code_must_name_a_capture(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    shutil.copytree(FIXTURE, root)
+    good = (root / "cuda" / "fx-kernel.yaml").read_text()
+    (root / "cuda" / "fx-kernel.yaml").write_text(
+        good.replace('regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"', 'regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"\n    rated_code: sxid'))
+    problems = [str(p) for p in lint(load_library(root), taxonomy={})]
+    assert any("cuda/fx-kernel.yaml:" in p and "rated_code 'sxid'" in p for p in problems), problems
+    (root / "cuda" / "fx-kernel.yaml").write_text(good.replace("    rated_code: sxid", "").replace(
+        'regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"', 'regex: "NVRM: FIXTUREXID (?P<xid>\\\\d+)"\n    rated_code: xid'))
+    assert not [p for p in map(str, lint(load_library(root), taxonomy={})) if "rated_code" in p]

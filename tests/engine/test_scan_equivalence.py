@@ -1,4 +1,4 @@
-"""Both scan backends, any chunk size and the parallel range split give identical reports."""
+"""All three scan backends, any chunk size and the parallel range split give identical reports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import pytest
 
 from bot.engine import diagnose_paths, diagnose_texts, get_matcher
 from bot.engine.library import default_library
-from bot.engine.scanner import hyperscan_available
+from bot.engine.scanner import (
+    BACKENDS,
+    ahocorasick_available,
+    available_backends,
+    hyperscan_available,
+    make_backend,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIRS = [ROOT / "examples", ROOT / "tests" / "data"]
@@ -37,25 +43,67 @@ def _signature_test_items() -> list[str]:
     return items
 
 
-@pytest.mark.skipif(not hyperscan_available(), reason="hyperscan has no wheel for this platform")
-def test_hyperscan_and_python_backends_agree_on_the_whole_suite() -> None:
+_INSTALLED = {"hyperscan": hyperscan_available(), "ahocorasick": ahocorasick_available(), "python": True}
+
+
+@pytest.mark.parametrize("backend", ["hyperscan", "ahocorasick"])
+def test_compiled_backends_agree_with_pure_python_on_the_whole_suite(backend: str) -> None:
+    # real failure cases, the healthy corpus, the examples and every signature's own test lines
+    if not _INSTALLED[backend]:
+        pytest.skip(f"{backend} has no wheel for this platform")
     files = _corpus()
     assert len(files) >= 5
+    assert any("healthy" in f.parts for f in files) and any("realcases" in f.parts for f in files)
     for f in files:
-        a = diagnose_paths([str(f)], backend="hyperscan", workers=1)
+        a = diagnose_paths([str(f)], backend=backend, workers=1)
         b = diagnose_paths([str(f)], backend="python", workers=1)
+        assert a.stats["matcher"] == backend and b.stats["matcher"] == "python"
         assert _comparable(a) == _comparable(b), f
     items = _signature_test_items()
     assert len(items) > 10
     for text in items:
-        a = diagnose_texts([("t", text)], backend="hyperscan", workers=1)
+        a = diagnose_texts([("t", text)], backend=backend, workers=1)
         b = diagnose_texts([("t", text)], backend="python", workers=1)
         assert _comparable(a) == _comparable(b), text
 
 
-def test_backend_is_chosen_automatically() -> None:
-    expected = "hyperscan" if hyperscan_available() else "python"
+@pytest.mark.parametrize("backend", ["hyperscan", "ahocorasick"])
+def test_compiled_backends_find_the_same_literal_hits(backend: str) -> None:
+    # below the reports: the exact (end, literal) hits, on text made to trip an automaton — literals
+    # inside literals, one literal across another's key, case variants of case-sensitive literals
+    if not _INSTALLED[backend]:
+        pytest.skip(f"{backend} has no wheel for this platform")
+    m = get_matcher()
+    lits = m.plan.literals
+    lines = [" ".join(lits[i:i + 5]) for i in range(0, len(lits), 5)]
+    lines += [lit.upper() + lit.swapcase() + lit[1:] + lit for lit in lits]
+    buf = ("\n".join(lines) + "\n").encode()
+    ref = sorted(set(make_backend(m.plan, "python").find(buf)))
+    got = sorted(make_backend(m.plan, backend).find(buf))
+    assert len(ref) > len(lits)
+    # the compiled backends also report overlapping repeats of one literal; pure Python finds them
+    # left to right without overlap, and either way the same lines are candidates
+    assert set(ref) <= set(got)
+    extra = [(end, i) for end, i in set(got) - set(ref)]
+    assert all(buf[end - len(lits[i]):end].lower() == lits[i].lower().encode() for end, i in extra)
+
+
+def test_backend_is_chosen_automatically(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRIAGE_MATCHER", raising=False)
+    expected = "hyperscan" if hyperscan_available() else "ahocorasick" if ahocorasick_available() else "python"
+    assert available_backends()[0] == expected
     assert get_matcher().backend_name == expected
+    assert make_backend(get_matcher().plan).name == expected
+
+
+def test_backend_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = get_matcher().plan
+    monkeypatch.setenv("TRIAGE_MATCHER", "python")
+    assert make_backend(plan).name == "python"
+    monkeypatch.setenv("TRIAGE_MATCHER", "aho")
+    with pytest.raises(ValueError, match="unknown matcher 'aho'.*hyperscan, ahocorasick, python"):
+        make_backend(plan)
+    assert BACKENDS == ("hyperscan", "ahocorasick", "python")
 
 
 def test_small_chunks_give_the_same_lines_and_context(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,3 +136,46 @@ def test_parallel_range_split_matches_a_single_pass(monkeypatch: pytest.MonkeyPa
     for e in split.diagnoses[0].evidence:
         assert e.text.strip() in text[e.line - 1], (e.line, e.text)
     assert max(lines) > 40000
+
+
+def test_cli_matcher_flag_and_env_force_a_backend() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    target = str(ROOT / "examples" / "seed-nccl-999")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TRIAGE_MATCHER", None)
+
+    def run(*args: str, **extra: str) -> dict:
+        p = subprocess.run([sys.executable, "-m", "bot.cli.main", "diagnose", "--json", *args, target],
+                           capture_output=True, text=True, env={**env, **extra}, timeout=120, check=False)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    default = run()
+    forced = run("--matcher", "python")
+    by_env = run(TRIAGE_MATCHER="ahocorasick") if ahocorasick_available() else None
+    assert default["stats"]["matcher"] == available_backends()[0]
+    assert forced["stats"]["matcher"] == "python"
+    assert [d["signature"] for d in forced["diagnoses"]] == [d["signature"] for d in default["diagnoses"]]
+    if by_env is not None:
+        assert by_env["stats"]["matcher"] == "ahocorasick"
+        assert by_env["diagnoses"] == default["diagnoses"]
+    bad = subprocess.run([sys.executable, "-m", "bot.cli.main", "diagnose", "--matcher", "grep", target],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert bad.returncode == 2 and "invalid choice: 'grep'" in bad.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_on_a_tiny_plan(backend: str) -> None:
+    # an empty library, a case-insensitive literal, a literal shorter than the automaton's keys
+    from bot.engine.scanner import ScanPlan
+
+    if not _INSTALLED[backend]:
+        pytest.skip(f"{backend} has no wheel for this platform")
+    assert make_backend(ScanPlan.build([]), backend).find(b"Xid 79 fallen off the bus") == []
+    plan = ScanPlan.build([(["Xid "], False), (["fallen off the bus"], True), (["~]#"], False)])
+    got = sorted(make_backend(plan, backend).find(b"NVRM: Xid 79, GPU has FALLEN OFF THE BUS\n[root@gpu ~]# xid "))
+    assert got == [(10, 0), (40, 1), (54, 2)]

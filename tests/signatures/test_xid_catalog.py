@@ -189,6 +189,24 @@ def test_sxid_summary_names_the_catalogue_meaning() -> None:
     assert top.causes[0].id == "switch-or-link-hardware"
 
 
+def test_an_sxid_line_nothing_rates_only_supports() -> None:
+    """A code outside NVIDIA's SXid list printed without a Fatal/Non-fatal word (SOE firmware reports,
+    error-log dump lines, test values) starts no diagnosis, however often it repeats; beside a line the
+    catalogue rates it is evidence; a headline with its own word is rated by that word."""
+    soe = "[ 300.1] nvidia-nvswitch2: SXid (PCI:0000:c3:00.0): 26007, SOE EXTERR\n"
+    dump = "[ 300.2] nvidia-nvswitch2: SXid (PCI:0000:c3:00.0): 12033, Severity 1 Engine instance 07 Sub-engine instance 00\n"
+    assert not (set(SXIDS) & {26007, 12033})
+    # past the evidence sample (64 lines a pattern): the count of unrated lines must not fire it either
+    assert diagnose_texts([("kern.log", (soe + dump) * 150)]).diagnoses == []
+    top, _ = _top(soe + "[ 300.3] nvidia-nvswitch2: SXid (PCI:0000:c3:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n")
+    assert top.signature == "nvswitch-sxid" and top.evidence[0].captures["sxid"] == "20034"
+    assert {e.captures["sxid"] for e in top.evidence} == {"20034", "26007"}
+    top, _ = _top("nvidia-nvswitch2: SXid (PCI:0000:c1:00.0): 28006, Non-fatal, Link 46 MC TS crumbstore MCTO (First)")
+    assert top.signature == "nvswitch-sxid" and top.causes[0].id == "corrected-errors"
+    # a headline cut inside "Link NN" is a truncated copy, not a report
+    assert diagnose_texts([("kern.log", "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20009, Non-fatal, Lin")]).diagnoses == []
+
+
 @pytest.mark.parametrize("code", sorted(ENTRIES))
 def test_xid_line_is_diagnosed_by_its_signature(code: int) -> None:
     want = ENTRIES[code]["signature"]

@@ -32,7 +32,8 @@ def _gpu_fields(lines: list[str]) -> tuple[dict[str, str], list[dict[str, Any]]]
         line = raw.replace("\t", "    ")
         m = _KV.match(line)
         s = None if m else _SECTION.match(line)
-        ind = len((m or s).group("ind")) if (m or s) else 0
+        hit = m or s
+        ind = len(hit.group("ind")) if hit else 0
         while stack and stack[-1][0] >= ind:
             stack.pop()
         path = "/".join(k for _, k in stack)
@@ -113,7 +114,7 @@ def find(lines: list[str]) -> list[tuple[int, int, dict[str, Any]]]:
     indexed = attached == len(gpus) or (attached is None and len(gpus) > 1)
     for n, g in enumerate(gpus):
         g["gpu"] = n if indexed else None
-    keys = {k.split("/")[0] for g in gpus for k in g["flat"]}
+    keys = {str(k).split("/")[0] for g in gpus for k in g["flat"]}
     if not keys & {"ECC Errors", "ECC Mode", "Retired Pages", "Remapped Rows", "Fabric", "FB Memory Usage",
                    "Processes", "Product Name"}:
         return []

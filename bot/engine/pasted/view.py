@@ -89,7 +89,7 @@ def name_foreign_processes(causes: list[CauseResult], sig: Signature, env: Env) 
             gpu = f" on GPU {f['gpu']}" if f.get("gpu") is not None else ""
             who.append(f"pid {f['pid']} {f.get('process') or ''}{held}{gpu}".replace("  ", " "))
         more = f" and {len(hits) - 4} more" if len(hits) > 4 else ""
-        hosts = sorted({f.get("host") for f in hits if f.get("host")})
+        hosts = sorted({str(f["host"]) for f in hits if f.get("host")})
         c.next_action.text = f"{c.next_action.text} (foreign: {'; '.join(who)}{more})"
         jobs = sorted({str(f["slurm_job"]) for f in hits if f.get("slurm_job")})
         listed = ",".join(map(str, pids))
