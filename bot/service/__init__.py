@@ -17,7 +17,7 @@ from .chat import ChatFlows
 from .commands import SlashFlows
 from .drain import Approvers, DrainFlows
 from .feedback import FeedbackFlows
-from .grouping import Grouping, GroupingSettings
+from .grouping import Grouping, GroupingSettings, PasteGrouping
 from .hooks import JobHooks
 from .inputs import FileRef, MessageIn, SlashIn, Where
 from .jobs import JobFlows
@@ -79,6 +79,7 @@ def build_service(*, store: Store, chat: Chat, prober: Prober, job_source: JobSo
         lifecycle=lifecycle, grouping=groups, oncall=oncall,
     )
     svc.chat.lifecycle = lifecycle
+    svc.chat.pastes = PasteGrouping(wf, grouping)
     svc.drain = DrainFlows(wf, Approvers(drain_users, drain_groups, getattr(chat, "usergroup_members", None)), lifecycle)
     wf.drain = svc.drain
     svc.alerts = AlertHooks(wf, work, routes, alert_secret)

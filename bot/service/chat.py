@@ -6,19 +6,25 @@ from __future__ import annotations
 import html
 import logging
 import re
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from bot.redact import redact
+from bot.store import Incident
+from bot.store import lifecycle as lc
 
 from .answer import esc
 from .errors import UserFacingError
 from .evidence import Piece, prepare, unique_name
+from .grouping import PasteGrouping, Placement, paste_facts
 from .inputs import FileRef, MessageIn
 from .unpack import read_archive
 from .workflow import Outcome, Workflow, implicated_hosts
 
 if TYPE_CHECKING:
+    from bot.engine.model import Report
+
     from .lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
@@ -82,6 +88,7 @@ class ChatFlows:
     def __init__(self, wf: Workflow) -> None:
         self.wf = wf
         self.lifecycle: Lifecycle | None = None  # mutes apply to watched bots' posts (people asked: no mute)
+        self.pastes: PasteGrouping | None = None  # pastes of one job (one failure on one host) join one incident
 
     @property
     def bot_user_id(self) -> str | None:
@@ -218,7 +225,10 @@ class ChatFlows:
         """
         thread = msg.root
         with self.wf.locks.hold(f"{msg.channel}:{thread}"):
-            if self.wf.store.find_incident(msg.channel, thread) is not None:
+            found = self.wf.store.find_incident(msg.channel, thread)
+            if found is not None and found.thread_ts != thread and not msg.is_reply:
+                return self._resume_join(msg, found)  # this message joined another's incident (work resumed)
+            if found is not None:
                 return self._follow_up_locked(msg, explicit=explicit)
             reacted = False
             try:
@@ -245,9 +255,11 @@ class ChatFlows:
                 if self.wf.prober.enabled and not reacted:
                     self.wf.chat.react(msg.channel, msg.ts, PROGRESS)
                     reacted = True
+                placed = self._place(msg, origin, report, pieces)
+                if placed is not None and placed.kind != "new":
+                    return self._join(msg, placed.incident, placed.kind, pieces, notes)
                 report, probe_notes, run = self.wf.probe(report)
-                incident, _ = self.wf.store.create_incident(
-                    origin=origin, channel=msg.channel, thread_ts=thread, requester=msg.user, team=msg.team)
+                incident = placed.incident if placed is not None else self._create(msg, origin)
                 answer, _ = self.wf.record(incident, report, trigger="initial", notes=notes + more + probe_notes,
                                            new_pieces=pieces, probe_run=run)
                 self.wf.post_card(incident, thread, answer)
@@ -256,6 +268,73 @@ class ChatFlows:
             finally:
                 if reacted:
                     self.wf.chat.unreact(msg.channel, msg.ts, PROGRESS)
+
+    def _create(self, msg: MessageIn, origin: str) -> Incident:
+        return self.wf.store.create_incident(origin=origin, channel=msg.channel, thread_ts=msg.root,
+                                             requester=msg.user, team=msg.team)[0]
+
+    # -- pastes that join another paste's incident (bot.service.grouping.PasteGrouping) -----------------
+
+    def _place(self, msg: MessageIn, origin: str, report: Report, pieces: list[Piece]) -> Placement | None:
+        """None when grouping does not apply (a reply, the shortcut, TRIAGE_GROUP_PASTE_WINDOW_S=0)."""
+        if self.pastes is None or not self.pastes.applies(origin, msg.is_reply):
+            return None
+        facts = paste_facts(report, [p.name for p in pieces])
+        return self.pastes.place(msg.channel, msg.ts, facts, lambda: self._create(msg, origin))
+
+    def _joined_lock(self, incident: Incident, root: str) -> AbstractContextManager[None]:
+        """In the thread of a paste that joined another message's incident, that incident's own thread lock
+        is held too (always after the message's own), so its re-diagnoses never run two at once."""
+        if incident.thread_ts == root:
+            return nullcontext()
+        return self.wf.locks.hold(f"{incident.channel}:{incident.thread_ts}")
+
+    def _join(self, msg: MessageIn, incident: Incident, kind: str, pieces: list[Piece],
+              notes: list[str]) -> Outcome | None:
+        """This paste is more evidence of an open incident of an earlier message: add it there, re-diagnose
+        (the card is edited in place, its thread hears what changed) and say so in one line here."""
+        fresh: list[Piece] = []
+        outcome = None
+        with self._joined_lock(incident, msg.root):  # waits for the first paste's answer to be out
+            current = self.wf.store.get_incident(incident.id) or incident
+            existing = self.wf.store.list_evidence(current.id)
+            taken, known = {e.name for e in existing}, {e.sha256 for e in existing}
+            for p in pieces:
+                if p.sha256 not in known:  # the same log pasted twice adds nothing
+                    p.name = unique_name(p.name, taken)
+                    fresh.append(p)
+            if fresh or current.summary_ts is None:
+                outcome = self.wf.rediagnose(current, fresh, trigger="grouped")
+            current = self.wf.store.get_incident(current.id) or current
+        member = lc.member_by_event(self.wf.store, lc.paste_member_id(msg.channel, msg.ts))
+        self.wf.chat.post_notice(msg.channel, msg.ts, self._pointer(current, kind, member, notes))
+        if member is not None:
+            lc.set_member_state(self.wf.store, member.id, "joined")
+        self._tell_redacted(msg.channel, msg.ts, fresh)
+        return outcome
+
+    def _resume_join(self, msg: MessageIn, incident: Incident) -> Outcome | None:
+        """The work item of a paste that joined an incident ran again (the bot died mid-way): finish it."""
+        member = lc.member_by_event(self.wf.store, lc.paste_member_id(msg.channel, msg.ts))
+        if member is None or member.state == "joined":
+            return None  # done already: a retried event
+        pieces, notes = self.gather(msg, "message", "message", set(), explicit=False)
+        return self._join(msg, incident, str(member.job.get("match") or "job"), pieces, notes)
+
+    def _incident_ref(self, incident: Incident) -> str:
+        link = self.wf.chat.permalink(incident.channel, incident.thread_ts)
+        return f"<{link}|incident #{incident.id}>" if link else f"incident #{incident.id}"
+
+    def _pointer(self, incident: Incident, kind: str, member: lc.Member | None, notes: list[str]) -> str:
+        if kind == "job" and member is not None and member.job_id:
+            why = f"job {esc(member.job_id)}"
+        else:
+            hosts = ", ".join((member.hosts if member else [])[:3]) or "the same host"
+            why = f"failure on {esc(hosts)}"
+        now = f" (now *{esc(incident.signature)}*)" if incident.signature else ""
+        text = (f":link: Same {why} as {self._incident_ref(incident)}: I added this log to it and re-diagnosed "
+                f"it there{now}. Replies here reach it too.")
+        return "\n".join([text, *(f":warning: {esc(redact(n))}" for n in notes)])
 
     def _tell_redacted(self, channel: str, thread_ts: str | None, pieces: list[Piece]) -> None:
         """Each poster, and only that poster, learns that their message held secrets: the bot kept
@@ -291,6 +370,20 @@ class ChatFlows:
         incident = self.wf.store.find_incident(msg.channel, msg.root)
         if incident is None:
             return None
+        if incident.thread_ts == msg.root:
+            return self._add_follow_up(incident, msg, explicit)
+        # A reply in the thread of a paste that joined another message's incident: evidence of that
+        # incident, whose own thread hears what changed; this thread gets a line pointing there.
+        with self._joined_lock(incident, msg.root):
+            incident = self.wf.store.get_incident(incident.id) or incident
+            outcome = self._add_follow_up(incident, msg, explicit)
+        if outcome is not None and outcome.answer is not None and (outcome.changed or explicit):
+            sig = f": *{esc(outcome.answer.signature)}*" if outcome.answer.signature else ""
+            self.wf.chat.post_notice(msg.channel, msg.root, f":arrows_counterclockwise: Re-diagnosed "
+                                     f"{self._incident_ref(incident)} with this{sig}; what changed is in its thread.")
+        return outcome
+
+    def _add_follow_up(self, incident: Incident, msg: MessageIn, explicit: bool) -> Outcome | None:
         existing = self.wf.store.list_evidence(incident.id)
         taken = {e.name for e in existing}
         n = 1 + sum(1 for e in existing if e.kind == "reply")
@@ -337,7 +430,9 @@ class ChatFlows:
             if piece is None or piece.sha256 == mine[-1].sha256:
                 return None  # emptied, or the text did not change (an unfurl, a reaction)
             piece.ref["edited"] = True
-            outcome = self.wf.rediagnose(incident, [piece], trigger="edit")
+            with self._joined_lock(incident, msg.root):
+                outcome = self.wf.rediagnose(self.wf.store.get_incident(incident.id) or incident, [piece],
+                                             trigger="edit")
             if not outcome.changed:
                 self.wf.chat.react(msg.channel, msg.ts, ADDED)
             return outcome

@@ -13,6 +13,10 @@ Where a webhook event goes (decided under one lock, so two events racing never o
 
 A joined event's logs are added to the incident and re-diagnosed (the thread hears only what
 changed); the channel headline counts the failures it collects.
+
+Pasted logs (`PasteGrouping`): a top-level paste that names the same job as an open paste incident of
+the same channel (or, when either names no job, shows one of its failures on one of its hosts), within
+TRIAGE_GROUP_PASTE_WINDOW_S of its last paste, joins it (bot.service.chat does the join).
 """
 
 from __future__ import annotations
@@ -20,20 +24,24 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.jobs import JobInfo, JobSourceError
 from bot.store import Incident
 from bot.store import lifecycle as lc
-from bot.store.lifecycle import Member
+from bot.store.lifecycle import PASTE_ORIGINS, PASTE_PREFIX, Member, paste_member_id
 
 from .answer import Headline
 from .evidence import unique_name
 from .jobsource import job_pieces
 
 if TYPE_CHECKING:
+    from bot.engine.model import Report
+
     from .jobs import JobEvent, JobFlows
+    from .workflow import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +52,13 @@ class GroupingSettings:
     host_window_s: float = 15 * 60
     storm_threshold: int = 5  # incidents in one partition within storm_window_s; 0 turns storms off
     storm_window_s: float = 10 * 60
+    paste_window_s: float = 30 * 60  # pasted logs of one job (or one failure on one host); 0: off
 
 
 @dataclass
 class Placement:
     incident: Incident
-    kind: str  # new | job | host | storm
+    kind: str  # new | job | host | storm (pastes: new | job | host)
     member: Member | None  # None: this event_id is known already (a retry)
 
 
@@ -298,3 +307,99 @@ class Grouping:
                             jobs=len(rows), minutes=minutes,
                             states=sorted(states.items(), key=lambda kv: (-kv[1], kv[0])), hosts=ordered,
                             earlier=earlier)
+
+
+# -- pasted logs ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PasteFacts:
+    """What the engine found in one paste that decides whether it joins another paste's incident."""
+
+    job_id: str | None  # the job the logs name (SLURM_JOB_ID, "*** JOB 1234 ON host", slurm-1234.out), base id
+    hosts: tuple[str, ...]
+    signatures: tuple[str, ...]  # every diagnosis, best first
+    waiting: bool = False  # only downstream reports (a watchdog timeout, an abort): it waited on someone
+
+    @property
+    def signature(self) -> str | None:
+        return self.signatures[0] if self.signatures else None
+
+
+def paste_facts(report: Report, source_names: list[str]) -> PasteFacts:
+    from bot.engine.context import parse_source_name
+
+    from .workflow import implicated_hosts
+
+    job = report.facts.get("job_id")
+    if not job:
+        for name in source_names:  # an upload named slurm-1234.out says which job wrote it
+            job = parse_source_name(name).job_id
+            if job:
+                break
+    hosts = set(report.facts.get("hosts") or []) | set(implicated_hosts(report))
+    return PasteFacts(base_job(str(job)) if job else None, tuple(sorted(hosts)),
+                      tuple(dict.fromkeys(d.signature for d in report.diagnoses)),
+                      waiting=bool(report.diagnoses) and all(d.downstream for d in report.diagnoses))
+
+
+def paste_match(facts: PasteFacts, members: list[Member]) -> str | None:
+    """"job" when the paste names the job the incident's pastes name; "host" when a job id is missing
+    on one side and, on a shared host, one paste's headline failure is among the other's, or one of
+    them only waited (a watchdog timeout on the host where the other failed); else None. Two different
+    job ids never join, whatever their hosts."""
+    jobs = {m.job_id for m in members if m.job_id}
+    if facts.job_id and jobs:
+        return "job" if facts.job_id in jobs else None
+    for m in members:
+        theirs = [str(s) for s in m.job.get("signatures") or []]
+        same = (facts.signature in theirs) or (bool(theirs) and theirs[0] in facts.signatures)
+        waited = facts.waiting or bool(m.job.get("waiting"))
+        if (same or waited) and set(facts.hosts) & set(m.hosts):
+            return "host"
+    return None
+
+
+class PasteGrouping:
+    """Where a top-level paste goes: a new incident, or the open paste incident of its job / its failure
+    on its hosts in the same channel within the window. Decided under one lock, so four pastes racing
+    through the worker pool open one incident."""
+
+    def __init__(self, wf: Workflow, settings: GroupingSettings | None = None) -> None:
+        self.wf = wf
+        self.settings = settings or GroupingSettings()
+        self._lock = threading.Lock()
+
+    def applies(self, origin: str, is_reply: bool) -> bool:
+        return bool(self.settings.paste_window_s) and origin in PASTE_ORIGINS and not is_reply
+
+    def place(self, channel: str, ts: str, facts: PasteFacts, create: Callable[[], Incident]) -> Placement:
+        """`create` opens the incident of this message's own thread when it joins none."""
+        store = self.wf.store
+        with self._lock:
+            now = self.wf.clock()
+            incident, kind = self._find(channel, facts, now)
+            if incident is None:
+                incident, kind = create(), "new"
+            member = lc.add_member(store, incident.id, event_id=paste_member_id(channel, ts), job_id=facts.job_id,
+                                   job={"kind": "paste", "ts": ts, "match": kind, "signatures": list(facts.signatures),
+                                        "waiting": facts.waiting},
+                                   hosts=list(facts.hosts), state="first" if kind == "new" else "joining", now=now)
+            if member is not None:
+                lc.set_member_signature(store, member.id, facts.signature)
+            return Placement(incident, kind, member)
+
+    def _find(self, channel: str, facts: PasteFacts, now: float) -> tuple[Incident | None, str]:
+        store = self.wf.store
+        marks = ", ".join("?" for _ in PASTE_ORIGINS)
+        rows = store.query(
+            "SELECT m.incident_id AS id, MAX(m.created_at) AS last FROM incident_members m"
+            " JOIN incidents i ON i.id = m.incident_id WHERE i.resolved_at IS NULL AND i.channel = ?"
+            f" AND i.origin IN ({marks}) AND substr(m.event_id, 1, ?) = ? GROUP BY m.incident_id"
+            " HAVING last >= ? ORDER BY last DESC LIMIT 20",
+            [channel, *PASTE_ORIGINS, len(PASTE_PREFIX), PASTE_PREFIX, now - self.settings.paste_window_s])
+        for r in rows:
+            members = [m for m in lc.list_members(store, r["id"]) if m.event_id.startswith(PASTE_PREFIX)]
+            kind = paste_match(facts, members)
+            if kind is not None:
+                return store.get_incident(r["id"]), kind
+        return None, "new"

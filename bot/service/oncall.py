@@ -118,7 +118,8 @@ class OnCallFlows:
             lines = [self._line(i), f"State: *{status_word(i, now)}*" + (f", diagnosis v{i.version}" if i.version else "")]
             members = lc.count_members(self.store, i.id)
             if members > 1:
-                lines.append(f"{members} scheduler failures collected in its thread")
+                what = "scheduler failures" if i.origin in ("webhook", "storm") else "pasted logs"
+                lines.append(f"{members} {what} collected in its thread")
             return "\n".join(lines)
         rows = self.store.query(
             "SELECT resolved_at, acked_by, snoozed_until FROM incidents WHERE channel = ? AND state IN ('open', 'storm')"

@@ -76,7 +76,7 @@ class TriageBot:
             drain_users=settings.drain_users, drain_groups=settings.drain_groups,
             alert_secret=self._alert_secret(settings), grouping=GroupingSettings(
                 settings.group_job_window_s, settings.group_host_window_s, settings.storm_threshold,
-                settings.storm_window_s), people=self._people(settings))
+                settings.storm_window_s, paste_window_s=settings.group_paste_window_s), people=self._people(settings))
         self.app = build_app(settings, Deps(self.service, self.gateway, self.errors, settings.bot_sources))
         self.servers: list[TriageHTTPServer] = []
         self._socket: Any = None

@@ -41,6 +41,7 @@ class Settings:
     group_host_window_s: float = 900.0  # TRIAGE_GROUP_HOST_WINDOW_S: one host's failures share a thread
     storm_threshold: int = 5  # TRIAGE_STORM_THRESHOLD: incidents in a partition that make a storm (0: off)
     storm_window_s: float = 600.0  # TRIAGE_STORM_WINDOW_S
+    group_paste_window_s: float = 1800.0  # TRIAGE_GROUP_PASTE_WINDOW_S: pasted logs of one job share a thread
     user_email_domain: str | None = None  # TRIAGE_USER_EMAIL_DOMAIN: job user -> user@domain -> Slack user
     user_map: str | None = None  # TRIAGE_USER_MAP: YAML file or inline YAML, job user -> U… or email
     drain_users: frozenset[str] = frozenset()  # TRIAGE_DRAIN_USERS: Slack user ids who may drain / resume
@@ -168,6 +169,7 @@ class Settings:
             group_host_window_s=float(num("TRIAGE_GROUP_HOST_WINDOW_S", 900.0, float, 0)),
             storm_threshold=int(num("TRIAGE_STORM_THRESHOLD", 5, int, 0)),
             storm_window_s=float(num("TRIAGE_STORM_WINDOW_S", 600.0, float, 1)),
+            group_paste_window_s=float(num("TRIAGE_GROUP_PASTE_WINDOW_S", 1800.0, float, 0)),
             user_email_domain=get("TRIAGE_USER_EMAIL_DOMAIN"),
             user_map=get("TRIAGE_USER_MAP"),
             drain_users=drain_users,

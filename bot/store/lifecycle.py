@@ -51,6 +51,16 @@ class Mute:
 
 # -- members ---------------------------------------------------------------------------------------
 
+# Pasted logs are members too (bot.service.grouping.PasteGrouping): one row per top-level message, so
+# the message's thread leads to the incident it joined. The shortcut and edits are never grouped.
+PASTE_ORIGINS = ("message", "file", "mention", "bot")
+PASTE_PREFIX = "slack-paste:"
+
+
+def paste_member_id(channel: str, ts: str) -> str:
+    return f"{PASTE_PREFIX}{channel}:{ts}"
+
+
 def add_member(store: Store, incident_id: int, *, event_id: str, job_id: str | None, job: dict[str, Any],
                hosts: list[str], state: str | None, now: float) -> Member | None:
     """Record one scheduler event on an incident; None when the event_id is known already (a retry).
@@ -96,6 +106,11 @@ def delete_member(store: Store, member_id: int) -> None:
 def set_member_signature(store: Store, member_id: int, signature: str | None) -> None:
     with store._tx() as db:
         db.execute("UPDATE incident_members SET signature = ? WHERE id = ?", [signature, member_id])
+
+
+def set_member_state(store: Store, member_id: int, state: str | None) -> None:
+    with store._tx() as db:
+        db.execute("UPDATE incident_members SET state = ? WHERE id = ?", [state, member_id])
 
 
 def last_activity(store: Store, incident_id: int) -> float | None:

@@ -185,8 +185,17 @@ class Store:
             return self._find(self.db, "id = ?", [incident_id])
 
     def find_incident(self, channel: str, thread_ts: str) -> Incident | None:
+        """The incident of a thread: its own, or the one its top-level paste joined (bot.service.grouping),
+        so replies there reach that incident."""
+        from .lifecycle import PASTE_ORIGINS, paste_member_id
+
         with self._lock:
-            return self._find(self.db, "channel = ? AND thread_ts = ?", [channel, thread_ts])
+            found = self._find(self.db, "channel = ? AND thread_ts = ?", [channel, thread_ts])
+            if found is None:
+                found = self._find(self.db, "id = (SELECT incident_id FROM incident_members WHERE event_id = ?)"
+                                   f" AND channel = ? AND origin IN ({', '.join('?' for _ in PASTE_ORIGINS)})",
+                                   [paste_member_id(channel, thread_ts), channel, *PASTE_ORIGINS])
+            return found
 
     def find_hook_incident(self, event_id: str) -> Incident | None:
         with self._lock:

@@ -231,6 +231,8 @@ def test_answer_tells_how_often_the_host_failed_lately(bot: RunningBot, slack: S
     slack.wait_for("chat.postMessage")
     bot.wait_idle()
     assert ":repeat:" not in str(slack.calls_to("chat.postMessage")[0].params["blocks"])  # first time: nothing to say
+    later = bot.store.clock() + 3600  # an hour on: no longer the same paste incident (TRIAGE_GROUP_PASTE_WINDOW_S)
+    bot.bot.service.wf.clock = lambda: later
     bot.send_event(message_event(CHANNEL, on_host))
     second = slack.wait_for("chat.postMessage", n=2)[1]
     assert ":repeat: gpu-node-17: 2nd incident in 7 days: nccl-cuda-999" in section_text(second.params["blocks"])
