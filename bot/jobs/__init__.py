@@ -6,10 +6,11 @@ from .base import (
     JobLog,
     JobSource,
     JobSourceError,
+    LogHints,
     NodeControl,
     NoJobSource,
     node_control,
 )
 
-__all__ = ["InvalidJobId", "JobInfo", "JobLog", "JobSource", "JobSourceError", "NoJobSource", "NodeControl",
+__all__ = ["InvalidJobId", "JobInfo", "JobLog", "JobSource", "JobSourceError", "LogHints", "NoJobSource", "NodeControl",
            "node_control"]

@@ -57,6 +57,17 @@ class JobInfo:
         return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class LogHints:
+    """Output paths the scheduler's hook passed along (EpilogSlurmctld's SLURM_JOB_STDOUT/STDERR):
+    used only where the scheduler itself no longer knows them (a job aged out of slurmctld), and
+    read under the same rules as any job log (owned by the job's user)."""
+
+    stdout: str | None = None
+    stderr: str | None = None
+    work_dir: str | None = None
+
+
 class JobSource(Protocol):
     name: str
 
@@ -64,7 +75,7 @@ class JobSource(Protocol):
         """Return the canonical id for `text` ("job-1234", "1234", "1234_7", "1234+1"), or raise InvalidJobId."""
         ...
 
-    def resolve(self, job_id: str) -> JobInfo:
+    def resolve(self, job_id: str, hints: LogHints | None = None) -> JobInfo:
         """Look the job up; raise JobSourceError with a message fit for the user."""
         ...
 
@@ -80,7 +91,7 @@ class NoJobSource:
             "or configure Slurm (TRIAGE_JOB_SOURCE=slurm)."
         )
 
-    def resolve(self, job_id: str) -> JobInfo:
+    def resolve(self, job_id: str, hints: LogHints | None = None) -> JobInfo:
         return self.parse_job_id(job_id)  # type: ignore[return-value]
 
 

@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from .base import JobInfo, JobSourceError
+from .base import JobInfo, JobSourceError, LogHints
 from .nodelist import NodeListError, expand_nodelist, first_node
 from .slurm_ids import SlurmJobId, parse_slurm_job_id
 from .slurm_logs import LogSearch, find_logs
@@ -135,12 +135,18 @@ class SlurmJobSource:
     def parse_job_id(self, text: str) -> str:
         return str(parse_slurm_job_id(text))
 
-    def resolve(self, job_id: str) -> JobInfo:
+    def resolve(self, job_id: str, hints: LogHints | None = None) -> JobInfo:
         jid = parse_slurm_job_id(job_id)
         try:
             records, source = self._lookup(jid)
         except SlurmParseError as e:
             raise JobSourceError(str(e)) from e
+        if hints and source != "scontrol" and records:
+            # accounting knows no output paths; the epilog saw them while the job was still in memory
+            rec = records[0]
+            records[0] = replace(rec, std_out=rec.std_out or _abs(hints.stdout),
+                                 std_err=rec.std_err or _abs(hints.stderr) or _abs(hints.stdout),
+                                 work_dir=rec.work_dir or _abs(hints.work_dir))
         return self._job_info(jid, records, source)
 
     # ---- node control (bot.jobs.base.NodeControl): the approved drain, resume, jobs on a host ----
@@ -291,3 +297,10 @@ def _select(jid: SlurmJobId, records: list[SlurmJobRecord]) -> list[SlurmJobReco
 def _array_order(r: SlurmJobRecord) -> tuple[int, str]:
     t = r.array_task_id or ""
     return (int(t) if t.isdigit() else 1 << 30, t)
+
+
+def _abs(path: str | None) -> str:
+    """An absolute path without control characters, else "" (a hint is never a relative path)."""
+    if not path or not path.startswith("/") or len(path) > 4096 or any(ord(c) < 32 for c in path):
+        return ""
+    return path

@@ -196,7 +196,7 @@ class Grouping:
 
     def _resolve(self, event: JobEvent) -> JobInfo | None:
         try:
-            return self.wf.job_source.resolve(event.job_id)
+            return self.wf.job_source.resolve(event.job_id, hints=event.log_hints())
         except JobSourceError as exc:
             log.info("job %s of a grouped failure not resolved: %s", event.job_id, exc)
             return None

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024
 _FIELD = re.compile(r"^[\w.:@+\-\[\], /#=]{1,200}$")  # printable, bounded; ids never reach a shell anyway
 _UNSAFE = re.compile(r"[^\w.:@+\-\[\], /#=]")
+_PATH = re.compile(r"^/[^\x00-\x1f\x7f]{0,4095}$")  # the job's output files, as slurmctld has them
 _DISPLAY_ONLY = {"name"}  # a job name like "train (v2)" is free text
 
 
@@ -76,13 +77,21 @@ def parse_event(body: bytes) -> JobEvent:
     for key in ("event_id", "job_id"):
         if key not in out:
             raise ValueError(f"{key} is required")
+    paths: dict[str, str] = {}
+    for key in ("stdout", "stderr", "work_dir"):
+        v = data.get(key)
+        if v is None or v == "":
+            continue
+        if not isinstance(v, str) or not _PATH.match(v):
+            raise ValueError(f"{key} must be an absolute path of printable characters")
+        paths[key] = v
     nodes = data.get("nodes")
     if nodes is not None and not isinstance(nodes, (str, list)):
         raise ValueError("nodes must be a host list string (gpu[01-02]) or a list")
     return JobEvent(
         job_id=out["job_id"], event_id=out["event_id"], state=out.get("state"), exit_code=out.get("exit_code"),
         name=out.get("name"), user=out.get("user"), partition=out.get("partition"), cluster=out.get("cluster"),
-        nodes=parse_nodes(nodes)[:512] if nodes else [],
+        nodes=parse_nodes(nodes)[:512] if nodes else [], **paths,
     )
 
 

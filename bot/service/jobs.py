@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.jobs import JobInfo, JobSourceError
+from bot.jobs import JobInfo, JobSourceError, LogHints
 from bot.redact import redact
 from bot.store import Incident
 
@@ -37,12 +37,20 @@ class JobEvent:
     partition: str | None = None
     cluster: str | None = None
     nodes: list[str] = field(default_factory=list)
+    stdout: str | None = None  # output paths the scheduler's hook passed along (bot.jobs.LogHints)
+    stderr: str | None = None
+    work_dir: str | None = None
     requester: str | None = None  # Slack user who asked (/diagnose)
     slack_user: str | None = None  # the job's user on Slack (bot.service.people), mentioned on the post
 
     def routing_fields(self) -> dict[str, Any]:
         return {"partition": self.partition, "cluster": self.cluster, "user": self.user, "name": self.name,
                 "state": self.state}
+
+    def log_hints(self) -> LogHints | None:
+        if not (self.stdout or self.stderr or self.work_dir):
+            return None
+        return LogHints(stdout=self.stdout, stderr=self.stderr, work_dir=self.work_dir)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, [], "")}
@@ -148,7 +156,7 @@ class JobFlows:
             notes: list[str] = []
             if job is None:
                 try:
-                    job = wf.job_source.resolve(event.job_id)
+                    job = wf.job_source.resolve(event.job_id, hints=event.log_hints())
                 except JobSourceError as exc:
                     notes.append(str(exc))
             event = merge(event, job)

@@ -32,7 +32,7 @@ class ArraySource:
             raise InvalidJobId("That is not a job id.")
         return text.strip()
 
-    def resolve(self, job_id: str) -> JobInfo:
+    def resolve(self, job_id: str, hints: object = None) -> JobInfo:
         self.resolved.append(job_id)
         if not job_id.startswith("1234"):
             raise JobSourceError(f"job {job_id} is not known to the scheduler")

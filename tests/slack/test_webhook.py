@@ -39,7 +39,7 @@ class DirJobSource:
             raise InvalidJobId("That is not a job id (try 1234 or job-1234).")
         return m.group(1)
 
-    def resolve(self, job_id: str) -> JobInfo:
+    def resolve(self, job_id: str, hints: object = None) -> JobInfo:
         self.resolved.append(job_id)
         if job_id != "1234":
             raise JobSourceError(f"job {job_id} is not known to the scheduler")
@@ -193,3 +193,17 @@ def test_unreadable_job_logs_say_why(bot: RunningBot, slack: SlackStandIn) -> No
     bot.wait_idle()
     said = " ".join(json.dumps(c.params) for c in slack.calls_to("chat.postMessage") + slack.calls_to("chat.update"))
     assert "could not read any of the job" in said and "not owned by the job" in said
+
+
+def test_output_paths_from_the_hook_are_kept_and_checked() -> None:
+    from bot.service.hooks import parse_event
+
+    ev = parse_event(json.dumps({"event_id": "e", "job_id": "77", "stdout": "/scratch/u/train-77.out",
+                                 "stderr": "/scratch/u/train-77.err", "work_dir": "/scratch/u"}).encode())
+    hints = ev.log_hints()
+    assert hints is not None and (hints.stdout, hints.stderr, hints.work_dir) == (
+        "/scratch/u/train-77.out", "/scratch/u/train-77.err", "/scratch/u")
+    assert parse_event(json.dumps({"event_id": "e", "job_id": "77"}).encode()).log_hints() is None
+    for bad in ("train-77.out", "/x\n/y", 5):
+        with pytest.raises(ValueError, match="absolute path"):
+            parse_event(json.dumps({"event_id": "e", "job_id": "77", "stdout": bad}).encode())

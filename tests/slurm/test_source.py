@@ -100,3 +100,26 @@ def test_unknown_job_and_hostile_ids(slurm: SlurmEnv, source: SlurmJobSource) ->
             source.resolve(bad)
     r = subprocess.run(["/usr/bin/sinfo", "-h", "-o", "%T"], env=slurm.cluster.env, capture_output=True, text=True)
     assert r.stdout.strip() in ("idle", "mixed", "allocated")  # the cluster is still there
+
+
+def test_forgotten_job_with_custom_output_is_read_through_the_hooks_paths(slurm: SlurmEnv,
+                                                                           source: SlurmJobSource) -> None:
+    """sacct knows no output paths, so a job written to `-o custom/%j.log` that slurmctld forgot is
+    found only through the paths the epilog passed along; a hint that is not absolute is ignored."""
+    from bot.jobs import LogHints
+
+    job = slurm.submit("#!/bin/bash\necho from-custom-output\nexit 7\n", "-J", "src-hint", "-o", "hinted-%j.log")
+    finished(slurm, job)
+    path = source.resolve(job).logs[0].path  # while scontrol still knows it
+
+    def scontrol_forgot(argv: list[str], timeout: float) -> RunResult:
+        if argv[0].endswith("scontrol") and "job" in argv:
+            return RunResult(1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        return run_command(argv, timeout)
+
+    src = SlurmJobSource(SlurmSettings.from_env(), runner=scontrol_forgot)
+    assert [lg.name for lg in src.resolve(job).logs] == []  # the default slurm-N.out does not exist
+    info = src.resolve(job, hints=LogHints(stdout=path, stderr=path))
+    assert [lg.path for lg in info.logs] == [path]
+    assert "from-custom-output" in open(info.logs[0].path).read()  # noqa: SIM115
+    assert src.resolve(job, hints=LogHints(stdout="hinted.log")).logs == []
