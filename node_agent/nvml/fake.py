@@ -294,8 +294,8 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
         for fid, name in ((38, "crc_flit"), (45, "crc_data"), (52, "replay"), (59, "recovery"), (160, "ecc_data")):
             fields.setdefault(fid, sum(int(c.get(name, 0)) for c in nvlink.get("errors", {}).values()))
     values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
-    for i, fid in enumerate(fieldIds):
-        fid = fid[0] if isinstance(fid, (tuple, list)) else fid
+    for i, requested in enumerate(fieldIds):  # an id, or (id, scope) as nvmlDeviceGetFieldValues takes
+        fid = requested[0] if isinstance(requested, (tuple, list)) else requested
         values[i].fieldId = fid
         values[i].timestamp = int(time.time() * 1e6)
         if fid in fields and fields[fid] is not None:
