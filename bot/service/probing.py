@@ -35,7 +35,7 @@ class ProbeOutcome:
 
 class Prober:
     def __init__(self, agent_url: str | None, agent_map: str | None, secret_file: str | None,
-                 deadline_s: float = 3.0, tls: Any = None) -> None:
+                 deadline_s: float = 3.0, tls: Any = None, allow: str | None = None) -> None:
         self.deadline_s = deadline_s
         self.directory: Any = None
         self.secret: bytes | None = None
@@ -62,13 +62,13 @@ class Prober:
 
         try:
             # Only a map given: hosts not in it fall back to the agent's default port.
-            self.directory = AgentDirectory.from_files(agent_url or DEFAULT_TEMPLATE, agent_map, tls=tls)
+            self.directory = AgentDirectory.from_files(agent_url or DEFAULT_TEMPLATE, agent_map, allow=allow, tls=tls)
             self.secret = load_secret(secret_file)
         except (DirectoryError, SecretFileError) as exc:
             raise ProbeConfigError(f"node agents: {exc}") from None
         # The map may be rewritten while the bot runs (Kubernetes: bot.probes.k8s_map keeps pod -> node
         # agent current), so it is re-read when its mtime changes; a broken rewrite keeps the last good one.
-        self._map_source = (agent_url or DEFAULT_TEMPLATE, agent_map, tls)
+        self._map_source = (agent_url or DEFAULT_TEMPLATE, agent_map, tls, allow)
         self._map_mtime = _mtime(agent_map)
         self._fuse = fuse
         self._probe_hosts = probe_hosts
@@ -102,13 +102,13 @@ class Prober:
         return ProbeOutcome(fused, sorted((fused.probes or {}).keys()), time.monotonic() - t0)
 
     def _current_directory(self) -> Any:
-        template, agent_map, tls = self._map_source
+        template, agent_map, tls, allow = self._map_source
         mtime = _mtime(agent_map)
         if agent_map and mtime != self._map_mtime:
             from bot.probes.client import AgentDirectory, DirectoryError
 
             try:
-                self.directory = AgentDirectory.from_files(template, agent_map, tls=tls)
+                self.directory = AgentDirectory.from_files(template, agent_map, allow=allow, tls=tls)
                 log.info("agent map %s re-read (%d hosts)", agent_map, len(self.directory.overrides))
             except DirectoryError as exc:
                 log.warning("agent map changed but is unusable, keeping the last one: %s", exc)

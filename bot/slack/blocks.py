@@ -151,9 +151,12 @@ def answer_blocks(a: Answer) -> list[Block]:
     blocks.append(actions_block(a))
     blocks.append(lifecycle_block(a))
     footer = [f"Incident #{a.incident_id} · diagnosis v{a.version}"]
-    silent = [p.host for p in a.probes if not p.ok and any("did not answer" in x or "not probed" in x for x in p.lines)]
+    silent = [p.host for p in a.probes if not p.ok and any("did not answer" in x for x in p.lines)]
+    refused = [p.host for p in a.probes if not p.ok and any(x.startswith("not probed") for x in p.lines)]
     if silent:
         footer.append("Probes: " + esc(", ".join(silent[:3])) + " did not answer")
+    if refused:  # the bot's own rules (allow-list, IP literal, a container id), not a silent agent
+        footer.append("Not probed: " + esc(", ".join(refused[:3])))
     footer += [f":repeat: {esc(r)}" for r in a.recurrence[:2]]
     footer += a.status[:3]
     footer += a.feedback[-3:]

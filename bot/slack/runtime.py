@@ -50,7 +50,8 @@ class TriageBot:
         try:
             self.prober = Prober(settings.agent_url, settings.agent_map, settings.agent_secret_file,
                                  settings.probe_deadline_s,
-                                 AgentTLS(settings.agent_ca_file, settings.agent_client_cert, settings.agent_client_key))
+                                 AgentTLS(settings.agent_ca_file, settings.agent_client_cert, settings.agent_client_key),
+                                 allow=settings.agent_allow)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
         if (settings.agent_url or settings.agent_map) and not self.prober.enabled:

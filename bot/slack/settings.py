@@ -25,6 +25,7 @@ class Settings:
     webhook_secret_file: str | None = None
     agent_url: str | None = None  # e.g. http://{host}:9477
     agent_map: str | None = None
+    agent_allow: str | None = None  # TRIAGE_AGENT_ALLOW: host globs and CIDRs (bot.probes.targets)
     agent_secret_file: str | None = None
     agent_ca_file: str | None = None  # TRIAGE_AGENT_CA_FILE: verifies https:// agents (docs/node-agent.md)
     agent_client_cert: str | None = None  # TRIAGE_AGENT_CLIENT_CERT/_KEY: for agents with --tls-client-ca
@@ -153,6 +154,7 @@ class Settings:
             webhook_secret_file=get("TRIAGE_WEBHOOK_SECRET_FILE") or credential_file("webhook-secret"),
             agent_url=get("TRIAGE_AGENT_URL"),
             agent_map=get("TRIAGE_AGENT_MAP"),
+            agent_allow=get("TRIAGE_AGENT_ALLOW"),
             agent_secret_file=get("TRIAGE_AGENT_SECRET_FILE") or credential_file("agent-secret"),
             agent_ca_file=get("TRIAGE_AGENT_CA_FILE"),
             agent_client_cert=get("TRIAGE_AGENT_CLIENT_CERT"),

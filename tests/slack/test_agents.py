@@ -94,7 +94,9 @@ def test_diagnose_hosts_command(probing_bot: RunningBot, slack: SlackStandIn) ->
 def test_an_unreachable_agent_does_not_lose_the_diagnosis(slack: SlackStandIn, tmp_path: Path,
                                                           seed_agent: tuple[RunningAgent, Path]) -> None:
     _, secret = seed_agent
-    env = {"TRIAGE_AGENT_URL": "http://127.0.0.1:9/{host}", "TRIAGE_AGENT_SECRET_FILE": str(secret)}
+    # the agent's address is allowed (a loopback port nobody listens on), so it is contacted and silent
+    env = {"TRIAGE_AGENT_URL": "http://127.0.0.1:9/{host}", "TRIAGE_AGENT_SECRET_FILE": str(secret),
+           "TRIAGE_AGENT_ALLOW": "gpu-*, 127.0.0.0/8"}
     with run_bot(slack, tmp_path, env=env) as bot:
         ev = message_event(CHANNEL, (SEED / "rank-0.log").read_text())
         bot.send_event(ev)

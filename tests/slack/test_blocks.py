@@ -93,3 +93,13 @@ def test_home_view_with_many_incidents() -> None:
     assert len(view["blocks"]) <= 100
     assert all(len(b["text"]["text"]) <= 3000 for b in view["blocks"] if b["type"] == "section")
     assert "`nccl-cuda-999`: 4/5 right (80%)" in json.dumps(view)
+
+
+def test_footer_tells_a_refused_host_from_a_silent_agent() -> None:
+    a = Answer(incident_id=3, version=1, signature="nccl-cuda-999", title="t", confidence=0.8, level="initiating",
+               summary="s", initiating="rank 0", probes_enabled=True,
+               probes=[HostProbe("localhost", False, ["not probed: localhost is not a host the bot may contact"]),
+                       HostProbe("gpu-07", False, ["did not answer: gpu-07 did not answer in 3 s"])])
+    footer = json.dumps(as_dicts(bk.answer_blocks(a))[-1])
+    assert "Probes: gpu-07 did not answer" in footer
+    assert "Not probed: localhost" in footer and "localhost did not answer" not in footer
