@@ -23,6 +23,7 @@ from .pasted.view import name_foreign_processes, pasted_answers, pasted_view, re
 
 MAX_KEPT_EVIDENCE = 400  # per signature; the count keeps growing, the list does not
 SIGNIFICANT_GAP_S = 120  # a failure this much earlier than another is taken to have started it
+UNRELATED_GAP_S = 6 * 3600  # ... unless it is this much earlier: then they are separate incidents
 
 # torchrun's failure summary: the rank and host of the first failed worker sit in the block
 _BLOCK_RANK = re.compile(r"^\s*(?:\[\d+\]:?\s*)?rank\s*:\s*(?P<rank>\d+)(?:\s*\(local_rank:\s*(?P<local>\d+)\))?")
@@ -225,6 +226,12 @@ def _compare(a: _Group, b: _Group) -> int:
     if _comparable(ta, tb):
         assert ta is not None and tb is not None
         gap = (ta - tb).total_seconds()
+        if abs(gap) >= UNRELATED_GAP_S:
+            # hours apart (a dmesg or a long job's log holds several incidents): not one cascade, so
+            # "earlier started it" does not hold; the graver one leads, then the one nearer the end
+            if a.sig.priority != b.sig.priority:
+                return -1 if a.sig.priority > b.sig.priority else 1
+            return -1 if gap > 0 else 1
         if abs(gap) >= SIGNIFICANT_GAP_S:
             return -1 if gap < 0 else 1
     if a.sig.priority != b.sig.priority:

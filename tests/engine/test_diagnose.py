@@ -234,3 +234,25 @@ def test_catch_all_is_not_explained_by_a_failure_that_is_itself_explained(fixtur
     r = _diag(fixture_library, [("a.log", text)])
     assert [(d.signature, d.level) for d in r.diagnoses] == [
         ("fx-catchall", Level.INITIATING), ("fx-downstream", Level.DOWNSTREAM), ("fx-echo", Level.SECONDARY)]
+
+
+def _xid(day: int, clock: str, pci: str, code: int, rest: str) -> str:
+    return f"[Mon Aug  {day} {clock} 2024] NVRM: Xid (PCI:0000:00:{pci}): {code}, {rest}"
+
+
+_XID31 = "pid=2512125, name=python3.10, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS faulted @ 0x7_0"
+_XID79 = "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_failures_hours_apart_are_separate_incidents_the_graver_leads() -> None:
+    # a dmesg over days: an application's MMU fault on one GPU, days later another GPU lost
+    log = "\n".join([_xid(5, "03:54:13", "07", 31, _XID31), _xid(9, "11:02:40", "08", 79, _XID79)]) + "\n"
+    r = diagnose_texts([("dmesg.txt", log)], workers=1)
+    assert r.diagnoses[0].signature == "xid-79-fallen-off-bus", [d.signature for d in r.diagnoses]
+
+
+def test_within_a_cascade_the_earlier_failure_still_starts_it() -> None:
+    # minutes apart: the earlier fault is taken to have started the failure, whatever its priority
+    log = "\n".join([_xid(5, "03:54:13", "07", 31, _XID31), _xid(5, "03:58:40", "08", 79, _XID79)]) + "\n"
+    r = diagnose_texts([("dmesg.txt", log)], workers=1)
+    assert r.diagnoses[0].signature == "xid-13-31-app-fault", [d.signature for d in r.diagnoses]
