@@ -259,6 +259,21 @@ def _drop_teardown_entries(groups: dict[str, _Group]) -> None:
             g.per_pattern = Counter(e.pattern for e in kept)
 
 
+def _adopt_named_causes(groups: dict[str, _Group], present: dict[str, _Group]) -> None:
+    """A wrapper error that names no cause (NCCL 2.14's bare "internal error") takes it from lines
+    that are harmless alone (`role: cause`: "Call to connect returned Connection refused, retrying"),
+    but only when every specific diagnosis present is such a wrapper of that signature: a log with
+    a cause of its own keeps it, whatever start-up retries it also holds."""
+    specific = [g for g in present.values() if "*" not in g.sig.secondary_to]
+    if not specific:
+        return
+    for sid, g in groups.items():
+        if sid in present or not any(e.role == "cause" for e in g.evidence):
+            continue
+        if all(sid in w.sig.secondary_to for w in specific):
+            present[sid] = g
+
+
 def _release_claimed_lines(groups: dict[str, _Group]) -> None:
     """A catch-all (`secondary_to: ["*"]`) keeps only the lines no other signature explains: the
     exception that wraps an NCCL or CUDA error belongs to that error's signature."""
@@ -479,6 +494,7 @@ def build_report(
     _drop_teardown_entries(groups_by_id)
     _release_claimed_lines(groups_by_id)
     present = {sid: g for sid, g in groups_by_id.items() if g.valid()}
+    _adopt_named_causes(groups_by_id, present)
     # catch-alls last: whether they are explained depends on the others' levels
     for g in sorted(present.values(), key=lambda g: "*" in g.sig.secondary_to):
         by = _is_secondary(g.sig, present, library)

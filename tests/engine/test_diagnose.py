@@ -256,3 +256,19 @@ def test_within_a_cascade_the_earlier_failure_still_starts_it() -> None:
     log = "\n".join([_xid(5, "03:54:13", "07", 31, _XID31), _xid(5, "03:58:40", "08", 79, _XID79)]) + "\n"
     r = diagnose_texts([("dmesg.txt", log)], workers=1)
     assert r.diagnoses[0].signature == "xid-13-31-app-fault", [d.signature for d in r.diagnoses]
+
+
+_RETRY = "node7:236813:236852 [1] NCCL INFO Call to connect returned Connection refused, retrying"
+_WRAPPER = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+            "internal error, NCCL version 2.14.3")
+
+
+def test_a_wrapper_that_names_no_cause_takes_it_from_retry_lines() -> None:
+    alone = diagnose_texts([("a.log", "\n".join([_RETRY] * 3) + "\n")], workers=1)
+    assert alone.diagnoses == []  # a start-up race that resolved itself is healthy
+    wrapped = diagnose_texts([("a.log", "\n".join([_RETRY] * 3 + [_WRAPPER]) + "\n")], workers=1)
+    assert [d.signature for d in wrapped.diagnoses][:2] == ["nccl-socket-error", "nccl-internal-error"]
+    # a log with a cause of its own keeps it: the retries at start-up do not take over
+    cuda = "node7:236813:236852 [1] enqueue.cc:100 NCCL WARN Cuda failure 'an illegal memory access was encountered'"
+    own = diagnose_texts([("a.log", "\n".join([_RETRY] * 3 + [cuda, _WRAPPER]) + "\n")], workers=1)
+    assert "nccl-socket-error" not in [d.signature for d in own.diagnoses], [d.signature for d in own.diagnoses]
