@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -37,7 +36,7 @@ from bot.store.stats import DAY
 from node_agent.auth import HEADER_SIGNATURE, HEADER_TIMESTAMP, AuthError, ReplayCache, verify
 
 from .answer import Headline, HostProbe, esc, probe_host_lines
-from .hooks import HookResponse
+from .hooks import HookResponse, json_object
 from .pool import PoolBusy
 from .routing import Routes
 from .work import WorkQueue
@@ -136,12 +135,7 @@ def _strings(obj: Any, what: str) -> dict[str, str]:
 
 def parse_payload(body: bytes) -> AlertBatch:
     """Alertmanager's webhook JSON (version 4); raises ValueError with the reason."""
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError("body must be a JSON object")
+    data = json_object(body)
     if str(data.get("version", "")) != "4":
         raise ValueError("expected Alertmanager's webhook payload, version 4 (\"version\": \"4\")")
     raw = data.get("alerts")

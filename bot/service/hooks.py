@@ -53,14 +53,20 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def parse_event(body: bytes) -> JobEvent:
-    """Validate the JSON body; raises ValueError with the reason."""
+def json_object(body: bytes) -> dict[str, Any]:
+    """A webhook body as a JSON object; raises ValueError with the reason (answered as 400)."""
     try:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("body must be a JSON object")
+    return data
+
+
+def parse_event(body: bytes) -> JobEvent:
+    """Validate the JSON body; raises ValueError with the reason."""
+    data = json_object(body)
     out: dict[str, str] = {}
     for key in ("event_id", "job_id", "state", "exit_code", "name", "user", "partition", "cluster"):
         v = data.get(key)
