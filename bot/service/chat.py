@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bot.redact import redact
 from bot.store import Incident
 from bot.store import lifecycle as lc
+from bot.store.models import paste_member_id
 
 from .answer import esc
 from .errors import UserFacingError
@@ -306,7 +307,7 @@ class ChatFlows:
             if fresh or current.summary_ts is None:
                 outcome = self.wf.rediagnose(current, fresh, trigger="grouped")
             current = self.wf.store.get_incident(current.id) or current
-        member = lc.member_by_event(self.wf.store, lc.paste_member_id(msg.channel, msg.ts))
+        member = lc.member_by_event(self.wf.store, paste_member_id(msg.channel, msg.ts))
         self.wf.chat.post_notice(msg.channel, msg.ts, self._pointer(current, kind, member, notes))
         if member is not None:
             lc.set_member_state(self.wf.store, member.id, "joined")
@@ -315,7 +316,7 @@ class ChatFlows:
 
     def _resume_join(self, msg: MessageIn, incident: Incident) -> Outcome | None:
         """The work item of a paste that joined an incident ran again (the bot died mid-way): finish it."""
-        member = lc.member_by_event(self.wf.store, lc.paste_member_id(msg.channel, msg.ts))
+        member = lc.member_by_event(self.wf.store, paste_member_id(msg.channel, msg.ts))
         if member is None or member.state == "joined":
             return None  # done already: a retried event
         pieces, notes = self.gather(msg, "message", "message", set(), explicit=False)

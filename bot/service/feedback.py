@@ -149,7 +149,7 @@ class FeedbackFlows:
 
     def _home_incident(self, incident_id: int, now: float) -> HomeIncident | None:
         """One Home line: the incident, its link and its lifecycle status (open, acknowledged, ...)."""
-        from .lifecycle import status_word
+        from .status import status_word
 
         i = self.wf.store.get_incident(incident_id)
         if i is None:

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from bot.jobs import JobInfo, JobSourceError
 from bot.store import Incident
 from bot.store import lifecycle as lc
-from bot.store.lifecycle import PASTE_ORIGINS, PASTE_PREFIX, Member, paste_member_id
+from bot.store.lifecycle import Member
+from bot.store.models import PASTE_ORIGINS, PASTE_PREFIX, paste_member_id
 
 from .answer import Headline
 from .evidence import unique_name

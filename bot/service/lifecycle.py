@@ -13,7 +13,6 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.redact import redact
@@ -24,6 +23,7 @@ from bot.store.lifecycle import Mute
 from .answer import Answer, esc
 from .errors import UserFacingError
 from .hostlist import HostListError, expand_hostlist
+from .status import clock_text, status_lines, status_word
 
 if TYPE_CHECKING:
     from .workflow import Workflow
@@ -60,11 +60,6 @@ def human_duration(seconds: float) -> str:
             v = s / n
             return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
     return f"{s} s"
-
-
-def clock_text(t: float) -> str:
-    """A UTC wall time people can read in any timezone ("Nov 26 14:05 UTC")."""
-    return datetime.fromtimestamp(t, UTC).strftime("%b %d %H:%M UTC")
 
 
 def mute_patterns(kind: str, spec: str) -> list[str]:
@@ -116,35 +111,6 @@ class MuteHit:
 
     def describe(self) -> str:
         return f"muted by #{self.mute.id} ({self.mute.kind} {self.mute.spec}) until {clock_text(self.mute.expires_at)}"
-
-
-# -- status ----------------------------------------------------------------------------------------
-
-def status_word(incident: Incident, now: float) -> str:
-    if incident.resolved_at:
-        return "resolved"
-    if incident.snoozed_until and incident.snoozed_until > now:
-        return "snoozed"
-    if incident.acked_by:
-        return "acknowledged"
-    return "open"
-
-
-def status_lines(incident: Incident, now: float) -> list[str]:
-    """mrkdwn lines (ids as mentions, free text escaped) for the card's footer and the headline."""
-    out = []
-    if incident.resolved_at:
-        cause = f": {esc(incident.resolution)}" if incident.resolution else ""
-        who = f" by <@{incident.resolved_by}>" if incident.resolved_by else ""
-        out.append(f":white_check_mark: Resolved{who}{cause}")
-        return out
-    if incident.acked_by:
-        out.append(f":eyes: Acknowledged by <@{incident.acked_by}>")
-    if incident.owner:
-        out.append(f":bust_in_silhouette: Owner <@{incident.owner}>")
-    if incident.snoozed_until and incident.snoozed_until > now:
-        out.append(f":zzz: Snoozed until {clock_text(incident.snoozed_until)}")
-    return out
 
 
 def slack_user(value: str) -> str | None:

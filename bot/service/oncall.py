@@ -24,14 +24,12 @@ from .lifecycle import (
     DEFAULT_MUTE_S,
     MUTE_KINDS,
     Lifecycle,
-    clock_text,
     describe_mute,
     human_duration,
     parse_duration,
     slack_user,
-    status_lines,
-    status_word,
 )
+from .status import clock_text, status_lines, status_word
 from .workflow import Workflow
 
 WORDS = ("status", "list", "search", "mute", "unmute", "ack", "acknowledge", "owner", "own", "snooze", "resolve",

@@ -26,8 +26,8 @@ from . import engine_gate
 from .answer import Answer, Headline, build_answer, ordinal, what_changed
 from .evidence import Piece, from_record, to_record
 from .inputs import FileRef
-from .lifecycle import status_lines, status_word
 from .probing import Prober
+from .status import status_lines, status_word
 
 log = logging.getLogger(__name__)
 

@@ -51,14 +51,7 @@ class Mute:
 
 # -- members ---------------------------------------------------------------------------------------
 
-# Pasted logs are members too (bot.service.grouping.PasteGrouping): one row per top-level message, so
-# the message's thread leads to the incident it joined. The shortcut and edits are never grouped.
-PASTE_ORIGINS = ("message", "file", "mention", "bot")
-PASTE_PREFIX = "slack-paste:"
-
-
-def paste_member_id(channel: str, ts: str) -> str:
-    return f"{PASTE_PREFIX}{channel}:{ts}"
+# Pasted logs are members too: PASTE_ORIGINS, paste_member_id (bot.store.models, which the store reads).
 
 
 def add_member(store: Store, incident_id: int, *, event_id: str, job_id: str | None, job: dict[str, Any],

@@ -96,3 +96,13 @@ class Feedback:
     correct_text: str | None = None
     note: str | None = None
     created_at: float = 0.0
+
+
+# Pasted logs are members too (bot.service.grouping.PasteGrouping): one row per top-level message, so
+# the message's thread leads to the incident it joined. The shortcut and edits are never grouped.
+PASTE_ORIGINS = ("message", "file", "mention", "bot")
+PASTE_PREFIX = "slack-paste:"
+
+
+def paste_member_id(channel: str, ts: str) -> str:
+    return f"{PASTE_PREFIX}{channel}:{ts}"

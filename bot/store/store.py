@@ -22,7 +22,15 @@ from sqlite_utils.db import Table
 from bot.redact import redact, redact_deep
 
 from .db import StoreError, open_db
-from .models import DiagnosisRecord, EvidenceRecord, Feedback, Incident, NewEvidence
+from .models import (
+    PASTE_ORIGINS,
+    DiagnosisRecord,
+    EvidenceRecord,
+    Feedback,
+    Incident,
+    NewEvidence,
+    paste_member_id,
+)
 
 _INCIDENT_JSON = {"job": "job_json", "hosts": "hosts"}
 
@@ -187,7 +195,6 @@ class Store:
     def find_incident(self, channel: str, thread_ts: str) -> Incident | None:
         """The incident of a thread: its own, or the one its top-level paste joined (bot.service.grouping),
         so replies there reach that incident."""
-        from .lifecycle import PASTE_ORIGINS, paste_member_id
 
         with self._lock:
             found = self._find(self.db, "channel = ? AND thread_ts = ?", [channel, thread_ts])
