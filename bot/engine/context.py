@@ -123,6 +123,9 @@ _RAY_NODE = re.compile(r"\bnode \((?:ID: \w+, )?IP: (?P<ip>\d{1,3}(?:\.\d{1,3}){
 _TORCH_OOM_GPU = re.compile(r"\bGPU (?P<gpu>\d+)(?:; [\d.]+ [KMGT]iB total capacity| has a total capac)")
 # rdma-core's mlx5 provider names the host: "mlx5: gpu-node-3: got completion with error:"
 _LIBMLX5 = re.compile(r"\bmlx5: (?P<ip>[\w.\-]+): got completion with error")
+# key=value fields that name the machine: CNTK's "CUBLAS failure 13: ... ; GPU=1 ; hostname=rg404.bbn.com ;",
+# logfmt's "host=gpu-node-7"
+_HOST_FIELD = re.compile(r"\bhost(?:name)?=(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*)(?![\w.\-])")
 _SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
 
 _NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker|process)[-_.]?(?P<rank>\d{1,5})(?:\D|$)", re.I)
@@ -299,6 +302,10 @@ def parse_line(line: str) -> LineContext:
         m = _TORCH_OOM_GPU.search(head)
         if m:
             ctx.gpu = int(m.group("gpu"))
+    if ctx.host is None:
+        m = _HOST_FIELD.search(head)
+        if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host")):
+            ctx.host = m.group("host")
     if ctx.host is None:
         m = _RAY_NODE.search(head) or _LIBMLX5.search(head)
         if m and m.group("ip") != "host_unknown":

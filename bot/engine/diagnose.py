@@ -215,6 +215,16 @@ class _Group:
         return _first_time(self.evidence)
 
     @property
+    def warnings_only(self) -> bool:
+        """Every line is an SXid, or an Xid that printed its own Non-fatal word, that the catalogue rates
+        a warning or info (a corrected link error): worth showing, not what failed the job when
+        something graver is here. An application fault (Xid 13/31, also "warning") is not one of them:
+        it did fail the job."""
+        rated = [e.captures.get("sxid_level") or (e.captures.get("xid_severity") if e.captures.get("xid_word") else None)
+                 for e in self.evidence]
+        return bool(rated) and all(r in ("warning", "info") for r in rated)
+
+    @property
     def first_order(self) -> int:
         return min(e.order for e in self.evidence)
 
@@ -222,6 +232,9 @@ class _Group:
 def _compare(a: _Group, b: _Group) -> int:
     if a.level != b.level:
         return -1 if a.level < b.level else 1
+    wa, wb = a.warnings_only, b.warnings_only
+    if wa != wb:
+        return 1 if wa else -1
     ta, tb = a.first_time, b.first_time
     if _comparable(ta, tb):
         assert ta is not None and tb is not None

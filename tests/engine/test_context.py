@@ -163,3 +163,11 @@ def test_slurm_output_file_names_hold_a_job_not_a_host() -> None:
     assert (ctx.host, ctx.job_id) == (None, "1234")
     assert parse_source_name("myjob_55123_3.err").job_id == "55123"
     assert parse_source_name("gpu-node-02.out").host == "gpu-node-02"
+
+
+def test_host_named_in_a_key_value_field() -> None:
+    # CNTK's cuBLAS failure, logfmt lines
+    line = "CUBLAS failure 13: CUBLAS_STATUS_EXECUTION_FAILED ; GPU=1 ; hostname=rg404.bbn.com ; expr=cublasgemm"
+    assert parse_line(line).host == "rg404.bbn.com"
+    assert parse_line("level=error host=gpu-node-7 msg=boom").host == "gpu-node-7"
+    assert parse_line("ghost=abc1 myhost=n1 hostname=localhost").host is None

@@ -272,3 +272,14 @@ def test_a_wrapper_that_names_no_cause_takes_it_from_retry_lines() -> None:
     cuda = "node7:236813:236852 [1] enqueue.cc:100 NCCL WARN Cuda failure 'an illegal memory access was encountered'"
     own = diagnose_texts([("a.log", "\n".join([_RETRY] * 3 + [cuda, _WRAPPER]) + "\n")], workers=1)
     assert "nccl-socket-error" not in [d.signature for d in own.diagnoses], [d.signature for d in own.diagnoses]
+
+
+def test_non_fatal_sxids_do_not_outrank_the_gpu_that_failed() -> None:
+    # the driver could not bring up a GPU; corrected NVSwitch link interrupts print around it
+    log = "\n".join([
+        "[   38.268983] NVRM: GPU 0000:05:00.0: RmInitAdapter failed! (0x22:0x3f:744)",
+        "[   38.279408] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 57 Minion Link DLREQ interrupt",
+        "[   38.286738] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 58 Minion Link DLREQ interrupt",
+    ]) + "\n"
+    r = diagnose_texts([("dmesg.txt", log)], workers=1)
+    assert [d.signature for d in r.diagnoses][:2] == ["gpu-rm-init-adapter-failed", "nvswitch-sxid"]
