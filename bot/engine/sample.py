@@ -20,6 +20,7 @@ PER_KEY = 256  # per pattern: the first line of each rank / host / source, up to
 @dataclass
 class _PatternSample:
     first: list[Evidence] = field(default_factory=list)
+    first_who: set[tuple[object, ...]] = field(default_factory=set)  # who printed the opening lines
     keyed: dict[tuple[object, ...], Evidence] = field(default_factory=dict)
     last: deque[Evidence] = field(default_factory=lambda: deque(maxlen=LAST))
 
@@ -35,12 +36,12 @@ class EvidenceSampler:
         s = self._samples.get(key)
         if s is None:
             s = self._samples[key] = _PatternSample()
+        who = (ev.context.rank, ev.context.host, ev.context.pid, ev.source)
         if len(s.first) < FIRST:
             s.first.append(ev)
+            s.first_who.add(who)
             return
-        who = (ev.context.rank, ev.context.host, ev.context.pid, ev.source)
-        if who not in s.keyed and len(s.keyed) < PER_KEY and not any(
-                (e.context.rank, e.context.host, e.context.pid, e.source) == who for e in s.first):
+        if who not in s.keyed and len(s.keyed) < PER_KEY and who not in s.first_who:
             s.keyed[who] = ev
             return
         s.last.append(ev)

@@ -358,6 +358,13 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 pos = nl + 1
             pending = [h for h in pending if len(h.after) < AFTER]
         found = backend.find(buf)
+        clipped: dict[int, str] = {}  # line start -> its context text: dense hits share their neighbours
+
+        def clip_at(start: int, stop: int, buf: bytes = buf, clipped: dict[int, str] = clipped) -> str:
+            got = clipped.get(start)
+            if got is None:
+                got = clipped[start] = _clip(buf[start:stop])
+            return got
         if found and muted:
             found = [h for h in found if h[1] not in muted]
         if found:
@@ -405,15 +412,21 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     else:
                         hits.append(bare)
                     continue
-                before_b = _last_lines(buf, ls, BEFORE)
-                if len(before_b) < BEFORE and count < BEFORE:
-                    before_b = (tail + before_b)[-BEFORE:]
-                hit = RawHit(line_base + count + 1, text, tuple(sorted(lits)), [_clip(b) for b in before_b])
+                before: list[str] = []
+                stop = ls - 1  # the newline that ends the previous line
+                while len(before) < BEFORE and stop >= 0:
+                    start = buf.rfind(b"\n", 0, stop) + 1
+                    before.append(clip_at(start, stop))
+                    stop = start - 1
+                before.reverse()
+                if len(before) < BEFORE and count < BEFORE:
+                    before = ([_clip(b) for b in tail] + before)[-BEFORE:]
+                hit = RawHit(line_base + count + 1, text, tuple(sorted(lits)), before)
                 pos = le + 1
                 while len(hit.after) < AFTER and pos < len(buf):
                     nl = buf.find(b"\n", pos)
                     nl = len(buf) if nl < 0 else nl
-                    hit.after.append(_clip(buf[pos:nl]))
+                    hit.after.append(clip_at(pos, nl))
                     pos = nl + 1
                 if len(hit.after) < AFTER:
                     pending.append(hit)
