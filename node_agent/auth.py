@@ -14,6 +14,8 @@ import stat
 import threading
 import time
 
+from node_agent.digits import is_ascii_uint
+
 HEADER_TIMESTAMP = "X-Triage-Timestamp"
 HEADER_SIGNATURE = "X-Triage-Signature"
 SCHEME = "v1"
@@ -77,7 +79,7 @@ def parse_timestamp(value: str) -> int:
     """Unix seconds from a timestamp header: 1 to 12 ASCII digits, else AuthError (401).
     `str.isdigit()` is not enough: it accepts "¹²" (then `int()` raises) and "١٢٣" (then signing,
     which encodes the timestamp as ASCII, raises)."""
-    if not (0 < len(value) <= 12 and value.isascii() and value.isdigit()):
+    if not is_ascii_uint(value, 12):
         raise AuthError(f"{HEADER_TIMESTAMP} is not unix seconds")
     return int(value)
 

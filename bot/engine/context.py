@@ -56,13 +56,16 @@ _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
 _LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _IPV4_RE = re.compile(_IPV4)
+# a host name as launchers and key=value fields print it: dotted labels, one of them holding a digit
+# (so that "RuntimeError" or "host=main" is never read as a host)
+_HOSTNAME = r"(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*"
 # pdsh / DeepSpeed launcher: "gpu-node-17: ..." (or "192.168.13.81: ..." with an IP hostfile) (a host name must hold a digit, or be localhost,
 # so that "RuntimeError: ..." is never read as a host)
 # Kernel device names ("nvidia-nvswitch0: SXid ...", "nvidia0: ...", "mlx5_0: ...") take the same
 # place and are never hosts.
 _HOST_PREFIX = re.compile(
     r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
-    r"(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*|localhost|" + _IPV4 + r"): "
+    r"(?P<host>" + _HOSTNAME + r"|localhost|" + _IPV4 + r"): "
 )
 # Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
 # "2025-07-25T07:53:08.217488644+08:00 stdout F KeyError: 'labels'"
@@ -125,7 +128,7 @@ _TORCH_OOM_GPU = re.compile(r"\bGPU (?P<gpu>\d+)(?:; [\d.]+ [KMGT]iB total capac
 _LIBMLX5 = re.compile(r"\bmlx5: (?P<ip>[\w.\-]+): got completion with error")
 # key=value fields that name the machine: CNTK's "CUBLAS failure 13: ... ; GPU=1 ; hostname=rg404.bbn.com ;",
 # logfmt's "host=gpu-node-7"
-_HOST_FIELD = re.compile(r"\bhost(?:name)?=(?P<host>(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*)(?![\w.\-])")
+_HOST_FIELD = re.compile(r"\bhost(?:name)?=(?P<host>" + _HOSTNAME + r")(?![\w.\-])")
 _SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
 
 _NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker|process)[-_.]?(?P<rank>\d{1,5})(?:\D|$)", re.I)
@@ -247,7 +250,7 @@ WRAP_MIN = 78  # a terminal narrower than this is rare; shorter lines ended wher
 _ENDS_RECORD = tuple(".!?;:)]}>\"'")
 
 
-def continues(prev: str, line: str) -> bool:
+def continues(prev: str, line: str, line_ctx: LineContext | None = None) -> bool:
     """`line` is the rest of `prev`, which a terminal or a log viewer hard-wrapped: `prev` is long
     and stops mid-word ("... exception: CUDA erro" + "r: unspecified launch failure") or after a
     trailing space ("... last enqueued " + "NCCL work: 2082, ..."), and `line` carries no prefix."""
@@ -257,7 +260,7 @@ def continues(prev: str, line: str) -> bool:
     # cut inside a word ("erro" + "r: ..."), or after a space no writer leaves at a line's end
     if not (prev[-1].isalnum() and line[0].islower() or prev[-1] == " " and line[0].isalnum()):
         return False
-    ctx = parse_line(line)
+    ctx = line_ctx if line_ctx is not None else parse_line(line)
     return ctx.rank is None and ctx.host is None and ctx.timestamp is None and ctx.body == line
 
 

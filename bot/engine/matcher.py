@@ -159,7 +159,7 @@ class Matcher:
         if seen is None:
             return None
         ctx, captures, start, end = cast("tuple[LineContext, dict[str, str], int, int]", seen)
-        if ctx.rank is None and ctx.host is None and hit.before and continues(hit.before[-1], text):
+        if ctx.rank is None and ctx.host is None and hit.before and continues(hit.before[-1], text, ctx):
             ctx = ctx.merged_with(parse_line(hit.before[-1]))  # a wrapped line: who printed its first half
         if pat.context and pat.context_regex is not None:
             around = "\n".join(hit.before + [text] + hit.after)

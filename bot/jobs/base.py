@@ -57,6 +57,13 @@ class JobInfo:
         return " ".join(parts)
 
 
+def is_log_path(path: object) -> bool:
+    """An absolute path of printable characters, as slurmctld reports a job's output files (the one
+    rule for paths that arrive from outside: the webhook refuses others, the job source ignores them)."""
+    return (isinstance(path, str) and path.startswith("/") and len(path) <= 4096
+            and not any(ord(c) < 32 or ord(c) == 127 for c in path))
+
+
 @dataclass(frozen=True)
 class LogHints:
     """Output paths the scheduler's hook passed along (EpilogSlurmctld's SLURM_JOB_STDOUT/STDERR):

@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from .base import JobInfo, JobSourceError, LogHints
+from .base import JobInfo, JobSourceError, LogHints, is_log_path
 from .nodelist import NodeListError, expand_nodelist, first_node
 from .slurm_ids import SlurmJobId, parse_slurm_job_id
 from .slurm_logs import LogSearch, find_logs
@@ -300,7 +300,5 @@ def _array_order(r: SlurmJobRecord) -> tuple[int, str]:
 
 
 def _abs(path: str | None) -> str:
-    """An absolute path without control characters, else "" (a hint is never a relative path)."""
-    if not path or not path.startswith("/") or len(path) > 4096 or any(ord(c) < 32 for c in path):
-        return ""
-    return path
+    """The hint if it is a log path, else "" (a hint is never a relative path)."""
+    return path if path and is_log_path(path) else ""

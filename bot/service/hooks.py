@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.jobs.base import is_log_path
 from bot.store import Incident
 from bot.store import lifecycle as lc
 from bot.store.lifecycle import Member
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024
 _FIELD = re.compile(r"^[\w.:@+\-\[\], /#=]{1,200}$")  # printable, bounded; ids never reach a shell anyway
 _UNSAFE = re.compile(r"[^\w.:@+\-\[\], /#=]")
-_PATH = re.compile(r"^/[^\x00-\x1f\x7f]{0,4095}$")  # the job's output files, as slurmctld has them
 _DISPLAY_ONLY = {"name"}  # a job name like "train (v2)" is free text
 
 
@@ -88,7 +88,7 @@ def parse_event(body: bytes) -> JobEvent:
         v = data.get(key)
         if v is None or v == "":
             continue
-        if not isinstance(v, str) or not _PATH.match(v):
+        if not is_log_path(v):
             raise ValueError(f"{key} must be an absolute path of printable characters")
         paths[key] = v
     nodes = data.get("nodes")

@@ -169,9 +169,7 @@ class SlackGateway:
         return {"event_type": MARK_EVENT, "event_payload": {"mark": mark}}
 
     def _find_in_thread(self, channel: str, thread_ts: str, mark: str) -> dict[str, Any] | None:
-        resp = self.client.conversations_replies(channel=channel, ts=thread_ts, limit=200, include_all_metadata=True)
-        messages: list[dict[str, Any]] = resp.get("messages") or []
-        for m in messages:
+        for m in self.thread_messages(channel, thread_ts, with_metadata=True):
             if m.get("metadata") == self._marked(mark):
                 return {"channel": channel, "ts": m["ts"]}
         return None
@@ -309,11 +307,13 @@ class SlackGateway:
         self._write("files_upload_v2", channel=channel, thread_ts=thread_ts, filename=filename, title=title,
                                     content=content, initial_comment=comment)
 
-    def thread_messages(self, channel: str, thread_ts: str, limit: int = 200) -> list[dict[str, Any]]:
+    def thread_messages(self, channel: str, thread_ts: str, limit: int = 200,
+                        with_metadata: bool = False) -> list[dict[str, Any]]:
         msgs: list[dict[str, Any]] = []
         cursor = None
         while len(msgs) < limit:
-            resp = self.client.conversations_replies(channel=channel, ts=thread_ts, cursor=cursor, limit=100)
+            resp = self.client.conversations_replies(channel=channel, ts=thread_ts, cursor=cursor, limit=100,
+                                                     include_all_metadata=with_metadata)
             msgs.extend(resp.get("messages", []))
             cursor = (resp.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
