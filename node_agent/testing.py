@@ -9,8 +9,10 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[1])
 _LISTEN_RE = re.compile(r"listening on (https?://[\d.]+:\d+)")
@@ -102,3 +104,22 @@ def start_agent(secret_file: Path | None, log_dir: Path, scenario: str | None = 
         time.sleep(0.02)
     proc.kill()
     raise RuntimeError(f"agent did not start in {wait_s} s: {log_path.read_text(errors='replace')}")
+
+
+@contextmanager
+def running_agent(base: Path, scenario: str, name: str, *, address: str = "127.0.0.1", port: int = 0,
+                  secret: str = "test-secret-0123456789abcdef",
+                  extra: list[str] | None = None) -> Iterator[tuple[RunningAgent, Path]]:
+    """A simulated agent for `name` with its own secret file under `base`: (agent, secret file); stopped after."""
+    secret_file = write_secret(base / "agent.secret", secret)
+    agent = start_agent(secret_file, base, scenario, address=address, port=port, name=name, extra=extra)
+    try:
+        yield agent, secret_file
+    finally:
+        agent.stop()
+
+
+def write_agent_map(path: Path, hosts: dict[str, str]) -> Path:
+    """The bot's agent map (`host: url` lines)."""
+    path.write_text("".join(f"{host}: {url}\n" for host, url in hosts.items()), encoding="utf-8")
+    return path

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.testing import free_port, start_agent, write_secret
+from node_agent.testing import free_port, running_agent, write_agent_map
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "fixtures" / "attribution" / "ib-two-hosts"
@@ -28,13 +28,9 @@ def _diagnose(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     base = tmp_path_factory.mktemp("ib-agent")
-    secret = write_secret(base / "agent.secret", "ib-secret-5e6f7a8b9c0d")
-    port = free_port(["127.0.0.11"])
-    running = start_agent(secret, base, "seed-8xh200", address="127.0.0.11", port=port, name="gpu-h200-07")
-    amap = base / "agents.yaml"
-    amap.write_text(f"gpu-h200-07: http://127.0.0.11:{port}\n")
-    yield secret, amap
-    running.stop()
+    with running_agent(base, "seed-8xh200", "gpu-h200-07", address="127.0.0.11", port=free_port(["127.0.0.11"]),
+                       secret="ib-secret-5e6f7a8b9c0d") as (running, secret):
+        yield secret, write_agent_map(base / "agents.yaml", {"gpu-h200-07": running.url})
 
 
 def test_header_with_source_location_gives_host_pid_and_gpu() -> None:

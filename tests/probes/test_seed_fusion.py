@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.testing import free_port, start_agent, write_secret
+from node_agent.testing import free_port, running_agent, write_agent_map, write_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed-nccl-999"
@@ -28,13 +28,9 @@ def _diagnose(*args: str) -> tuple[dict, str]:
 @pytest.fixture(scope="module")
 def seed_agent(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     base = tmp_path_factory.mktemp("seed-agent")
-    secret = write_secret(base / "agent.secret", "seed-secret-0a1b2c3d4e5f")
-    port = free_port(["127.0.0.7"])
-    agent = start_agent(secret, base, "seed-8xh200", address="127.0.0.7", port=port, name="gpu-h200-07")
-    amap = base / "agents.yaml"
-    amap.write_text(f"gpu-h200-07: http://127.0.0.7:{port}\n")
-    yield secret, amap
-    agent.stop()
+    with running_agent(base, "seed-8xh200", "gpu-h200-07", address="127.0.0.7", port=free_port(["127.0.0.7"]),
+                       secret="seed-secret-0a1b2c3d4e5f") as (agent, secret):
+        yield secret, write_agent_map(base / "agents.yaml", {"gpu-h200-07": agent.url})
 
 
 def test_seed_incident_probe_ranks_foreign_processes_first(seed_agent) -> None:  # noqa: ANN001

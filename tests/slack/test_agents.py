@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.slack.ids import ActionId
-from node_agent.testing import RunningAgent, start_agent, write_secret
+from node_agent.testing import RunningAgent, running_agent
 from tests.slack.test_actions import button_value
 from tests.slack.test_messages import section_text
 from tests.support.bot_server import CHANNEL, RunningBot, run_bot
@@ -21,13 +21,9 @@ SEED = ROOT / "examples" / "seed-nccl-999"
 
 @pytest.fixture(scope="module")
 def seed_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningAgent, Path]]:
-    base = tmp_path_factory.mktemp("agents")
-    secret = write_secret(base / "agent.secret", "agent-secret-for-slack-tests-42")
-    agent = start_agent(secret, base, "seed-8xh200", address="127.0.0.1", port=0, name="gpu-h200-07")
-    try:
-        yield agent, secret
-    finally:
-        agent.stop()
+    with running_agent(tmp_path_factory.mktemp("agents"), "seed-8xh200", "gpu-h200-07",
+                       secret="agent-secret-for-slack-tests-42") as started:
+        yield started
 
 
 @pytest.fixture

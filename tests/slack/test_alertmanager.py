@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from node_agent.auth import signed_headers
-from node_agent.testing import RunningAgent, start_agent, write_secret
+from node_agent.testing import RunningAgent, running_agent
 from tests.slack.test_messages import section_text
 from tests.support.bot_server import CHANNEL, RunningBot, run_bot
 from tests.support.slack_requests import message_event, post
@@ -35,13 +35,9 @@ XID_LOG = (f"Nov 26 13:40:02 {HOST} kernel: NVRM: Xid (PCI:0000:5d:00): 79, pid=
 
 @pytest.fixture(scope="module")
 def xid_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningAgent, Path]]:
-    base = tmp_path_factory.mktemp("agents")
-    secret = write_secret(base / "agent.secret", "agent-secret-for-alert-tests-42")
-    agent = start_agent(secret, base, "xid79-gpu-lost", address="127.0.0.1", port=0, name=HOST)
-    try:
-        yield agent, secret
-    finally:
-        agent.stop()
+    with running_agent(tmp_path_factory.mktemp("agents"), "xid79-gpu-lost", HOST,
+                       secret="agent-secret-for-alert-tests-42") as started:
+        yield started
 
 
 @pytest.fixture

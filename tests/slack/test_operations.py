@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.slack.runtime import TriageBot
 from bot.slack.settings import Settings
-from node_agent.testing import RunningAgent, start_agent, write_secret
+from node_agent.testing import RunningAgent, running_agent, write_secret
 from tests.node_agent.pki import PKI, make_pki
 from tests.slack.logs import NCCL_999
 from tests.slack.test_serve_cli import TRIAGE, clean_env, free_port
@@ -60,15 +60,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
 
 @pytest.fixture(scope="module")
 def tls_agent(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[tuple[RunningAgent, Path]]:
-    base = tmp_path_factory.mktemp("agents")
-    secret = write_secret(base / "agent.secret", "agent-secret-for-operations-tests")
-    agent = start_agent(secret, base, "seed-8xh200", name="gpu-h200-07",
-                        extra=["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-                               "--tls-client-ca", str(pki.ca)])
-    try:
-        yield agent, secret
-    finally:
-        agent.stop()
+    with running_agent(tmp_path_factory.mktemp("agents"), "seed-8xh200", "gpu-h200-07",
+                       secret="agent-secret-for-operations-tests",
+                       extra=["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+                              "--tls-client-ca", str(pki.ca)]) as started:
+        yield started
 
 
 @pytest.fixture
