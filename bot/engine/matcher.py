@@ -148,17 +148,10 @@ class Matcher:
         order_base: int,
         stats: VerifyStats,
     ) -> Evidence | None:
-        key = (id(pat), text)
-        seen = self._memo.get(key, _MISSING) if len(text) <= MEMO_LINE_MAX else _MISSING
-        if seen is _MISSING:
-            seen = self._match_text(pat, text, hit, source, stats)
-            if len(text) <= MEMO_LINE_MAX:
-                if len(self._memo) >= MEMO_MAX:
-                    self._memo.clear()
-                self._memo[key] = seen
+        seen = self._decided(pat, text, hit.line, source, stats)
         if seen is None:
             return None
-        ctx, captures, start, end = cast("tuple[LineContext, dict[str, str], int, int]", seen)
+        ctx, captures, start, end = seen
         if ctx.rank is None and ctx.host is None and hit.before and continues(hit.before[-1], text, ctx):
             ctx = ctx.merged_with(parse_line(hit.before[-1]))  # a wrapped line: who printed its first half
         if pat.context and pat.context_regex is not None:
@@ -179,12 +172,7 @@ class Matcher:
             except TimeoutError:
                 stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
                 return None
-        role, name = pat.role, pat.name
-        if pat.rated_code and not catalog.rated(pat.rated_code, captures.get(pat.rated_code), text):
-            # a line nothing rates (a code outside NVIDIA's list, printed without a Fatal / Non-fatal
-            # word: a test value, a firmware or error-log dump line) is evidence for a diagnosis another
-            # line starts, never one of its own; its own pattern name keeps it out of the primary's counts
-            role, name = "supporting", f"{pat.name}/unrated"
+        role, name = self._role_and_name(pat, captures, text)
         return Evidence(
             signature=pat.signature,
             pattern=name,
@@ -199,7 +187,59 @@ class Matcher:
             role=role,
         )
 
-    def _match_text(self, pat: Pattern, text: str, hit: RawHit, source: str,
+    @staticmethod
+    def _role_and_name(pat: Pattern, captures: dict[str, str], text: str) -> tuple[str, str]:
+        if pat.rated_code and not catalog.rated(pat.rated_code, captures.get(pat.rated_code), text):
+            # a line nothing rates (a code outside NVIDIA's list, printed without a Fatal / Non-fatal
+            # word: a test value, a firmware or error-log dump line) is evidence for a diagnosis another
+            # line starts, never one of its own; its own pattern name keeps it out of the primary's counts
+            return "supporting", f"{pat.name}/unrated"
+        return pat.role, pat.name
+
+    def _decided(self, pat: Pattern, text: str, line: int, source: str,
+                 stats: VerifyStats) -> tuple[LineContext, dict[str, str], int, int] | None:
+        """What the line's text alone decides, remembered per distinct line."""
+        key = (id(pat), text)
+        seen = self._memo.get(key, _MISSING) if len(text) <= MEMO_LINE_MAX else _MISSING
+        if seen is _MISSING:
+            seen = self._match_text(pat, text, line, source, stats)
+            if len(text) <= MEMO_LINE_MAX:
+                if len(self._memo) >= MEMO_MAX:
+                    self._memo.clear()
+                self._memo[key] = seen
+        return cast("tuple[LineContext, dict[str, str], int, int] | None", seen)
+
+    def text_decides(self, text: str, ids: tuple[int, ...], line: int, source: str,
+                     stats: VerifyStats) -> list[tuple[tuple[str, str], LineContext]] | None:
+        """The (signature, pattern) keys a candidate line gives and who printed it, when its text alone decides them
+        for every repeat of the line, wherever it stands; None when its neighbours could change
+        the answer (a context regex or exclusion, a wrapped line's first half naming who printed it,
+        a fact or clue to read, progress-bar segments). A log that repeats such a line a million
+        times can then be verified once per distinct line and counted (scanner's dense path)."""
+        if "\r" in text:
+            return None
+        items = sorted({i for lit in ids for i in self.plan.items_of[lit]})
+        keys: list[tuple[tuple[str, str], LineContext]] = []
+        seen_sigs: set[str] = set()
+        for item in items:
+            if item >= self.n_patterns:
+                return None
+            pat = self.library.patterns[item]
+            if pat.signature in seen_sigs:
+                continue
+            if pat.context or any(scope != "line" for _, scope in self.excludes.get(pat.signature, ())):
+                return None
+            seen = self._decided(pat, text, line, source, stats)
+            if seen is None:
+                continue
+            ctx, captures = seen[0], seen[1]
+            if ctx.rank is None and ctx.host is None:
+                return None  # a wrapped line's second half takes its printer from the line before
+            keys.append(((pat.signature, self._role_and_name(pat, captures, text)[1]), ctx))
+            seen_sigs.add(pat.signature)
+        return keys
+
+    def _match_text(self, pat: Pattern, text: str, line: int, source: str,
                     stats: VerifyStats) -> tuple[LineContext, dict[str, str], int, int] | None:
         """What the line's text alone decides (kind, regex, line-scoped exclusions): the same for
         every repeat of the line, so it is remembered (a log where one message repeats a million
@@ -226,7 +266,7 @@ class Matcher:
                         shift = len(text) - len(hay) if hay is ctx.body and text.endswith(hay) else 0
                         break
         except TimeoutError:
-            stats.timeouts.append(f"{pat.signature}/{pat.name} gave up on {source}:{hit.line} after {VERIFY_TIMEOUT_S}s")
+            stats.timeouts.append(f"{pat.signature}/{pat.name} gave up on {source}:{line} after {VERIFY_TIMEOUT_S}s")
             return None
         if m is None:
             return None
@@ -237,7 +277,7 @@ class Matcher:
                 if excl.search(text, timeout=VERIFY_TIMEOUT_S):
                     return None
             except TimeoutError:
-                stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{hit.line}")
+                stats.timeouts.append(f"{pat.signature} exclusion gave up on {source}:{line}")
                 return None
         assert ctx is not None
         captures = {k: v for k, v in m.groupdict().items() if v is not None}

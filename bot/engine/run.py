@@ -21,6 +21,7 @@ from .matcher import Matcher, VerifyStats
 from .model import Evidence, LineContext, SourceInfo
 from .pasted import Block, find_outputs
 from .reader import CHUNK, Source, read_chunks
+from .repeats import RepeatedLines
 from .sample import EvidenceSampler
 from .scanner import BEFORE, RawHit, scan_chunks
 
@@ -189,12 +190,18 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
 
     muted: set[int] = set()  # literals of facts that have read all they keep
 
+    repeats = RepeatedLines(matcher, sampler, src.name, base_ctx, order_base, facts, stats, muted)
+
     def verify(hit: RawHit) -> None:  # as the scan goes: no candidate is kept once verified
-        for ev in matcher.verify(hit, src.name, base_ctx, order_base, facts, stats, muted):
+        evs = matcher.verify(hit, src.name, base_ctx, order_base, facts, stats, muted)
+        if evs and repeats.owed:
+            repeats.flush()  # a dense slice's closing lines come before this one
+        for ev in evs:
             sampler.add(ev)
 
     rng = scan_chunks(iter(keep), matcher.backend, leading=_leading_lines(src, job.start),
-                      needs_context=matcher.plan.needs_context, sink=verify, muted=muted)
+                      needs_context=matcher.plan.needs_context, sink=verify, muted=muted, dense=repeats)
+    repeats.flush()
     pasted: list[Block] = []
     if keep.kept:
         whole = b"".join(keep.kept)

@@ -46,6 +46,35 @@ class EvidenceSampler:
             return
         s.last.append(ev)
 
+    def opening_full(self, key: tuple[str, str]) -> bool:
+        """Whether the pattern's opening lines are all kept: from then on a line's place in the
+        order only matters for who printed it first and for the closing lines."""
+        s = self._samples.get(key)
+        return s is not None and len(s.first) >= FIRST
+
+    def keeps_first(self, key: tuple[str, str], who: tuple[object, ...]) -> bool:
+        """Whether a line of `who` would be kept as its printer's first (the opening being full)."""
+        s = self._samples[key]
+        return who not in s.keyed and len(s.keyed) < PER_KEY and who not in s.first_who
+
+    def add_repeated(self, ev: Evidence, count: int) -> bool:
+        """The first of `count` repeats of one line, its pattern's opening full: counted, and kept
+        if it is the first line of its printer (True). The repeats that close the run go to
+        `add_closing`, in order."""
+        key = (ev.signature, ev.pattern)
+        self.counts[key] += count
+        who = (ev.context.rank, ev.context.host, ev.context.pid, ev.source)
+        if self.keeps_first(key, who):
+            self._samples[key].keyed[who] = ev
+            return True
+        return False
+
+    def add_count(self, key: tuple[str, str], count: int) -> None:
+        self.counts[key] += count
+
+    def add_closing(self, ev: Evidence) -> None:
+        self._samples[(ev.signature, ev.pattern)].last.append(ev)
+
     def add_counts(self, counts: Counter[tuple[str, str]]) -> None:
         self.counts.update(counts)
 

@@ -15,9 +15,12 @@ import os
 import re
 import tempfile
 import threading
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 BEFORE = 8  # lines of context kept before a hit (tracebacks, torchrun failure blocks)
 AFTER = 8  # lines kept after a hit ("Last error:" and its next line, the entry under torchrun's "Root Cause",
@@ -284,25 +287,156 @@ def _last_lines(buf: bytes, end: int, n: int) -> list[bytes]:
 
 
 SCAN_SLICE = 1 << 20  # bytes searched at once: the literal hits of a slice where every line matches stay small
+# A slice after one where at least 1 line in DENSE_SHARE held a candidate (and DENSE_MIN_HITS lines)
+# tries the dense path: its lines are counted by distinct text, and taken when at most 1 in
+# DENSE_REPEAT is new. NCCL prints the same WARN line from each process thousands of times.
+DENSE_MIN_HITS = 512
+SCAN_FIRST = 64 << 10  # the first slice: see _rechunk
+DENSE_SHARE = 4
+DENSE_REPEAT = 4
 
 
-def _rechunk(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+DENSE_SINGLES = 1024  # occurrences of lines that must be read one by one a dense slice may hold
+
+
+class DenseSink(Protocol):
+    """What the dense path needs from the consumer of candidate lines."""
+
+    def decide(self, text: str, literal_ids: tuple[int, ...], line: int) -> bool:
+        """Whether every repeat of this line gives the same answer, and only their count, the
+        first line of each printer and the closing repeats still matter."""
+        ...
+
+    def repeated(self, view: DenseSlice) -> None:
+        ...
+
+
+class DenseSlice:
+    """A slice of a dense log as its candidate lines, in order: a line whose text decides its
+    answer once, at its first occurrence, with the number of its repeats; any other line at
+    each of its occurrences. The closing occurrences are built on request."""
+
+    def __init__(self, entries: list[tuple[int, int, bool]], lines: list[bytes], end: int,
+                 make: Callable[[int, tuple[int, ...]], RawHit], ids_of: dict[bytes, tuple[int, ...]],
+                 line_base: int, muted: set[int] | None) -> None:
+        self._entries = entries  # (line index, repeats, whether the text decides)
+        self._lines = lines
+        self._end = end  # lines[:end] are this slice's
+        self._make = make
+        self._ids_of = ids_of
+        self._base = line_base
+        self._muted = muted
+
+    def __iter__(self) -> Iterator[tuple[int, int, bytes, tuple[int, ...], bool]]:
+        """(index, repeats, raw line, literal ids, whether the text decides); a literal muted by an
+        earlier entry is left out, as the line path leaves it out. `hit` builds an entry's line."""
+        muted = self._muted
+        for i, count, decided in self._entries:
+            raw = self._lines[i]
+            ids = self._ids_of[raw]
+            if muted and not muted.isdisjoint(ids):
+                ids = tuple(k for k in ids if k not in muted)
+                if not ids:
+                    continue
+            yield i, count, raw, ids, decided
+
+    def line(self, i: int) -> int:
+        return self._base + i + 1
+
+    def hit(self, i: int, ids: tuple[int, ...]) -> RawHit:
+        return self._make(i, ids)
+
+    def closing(self, raws: set[bytes], since: int) -> Iterator[RawHit]:
+        """The occurrences of any of `raws` at line `since` or later, the last first."""
+        lines = self._lines
+        for i in range(self._end - 1, max(0, since - self._base - 1) - 1, -1):
+            if lines[i] in raws:
+                yield self._make(i, self._ids_of[lines[i]])
+
+
+def _dense_slice(buf: bytes, backend, line_base: int, tail: list[bytes], muted: set[int] | None,  # noqa: ANN001
+                 needs_context: list[bool] | None, dense: DenseSink) -> tuple[int, list[bytes], list[bytes]] | None:
+    """Hand a repetitive slice to `dense` by distinct line; None when it is not repetitive enough
+    (the caller then scans it line by line). Returns how many lines were taken, the last BEFORE
+    of them, and the lines left for the next slice: the last AFTER + 1, whose `after` context is
+    not in this slice."""
+    lines = buf.split(b"\n")  # buf ends with a newline: the last item is empty
+    end = len(lines) - 1 - (AFTER + 1)
+    if end < DENSE_MIN_HITS:
+        return None
+    counts = Counter(lines[:end])
+    if len(counts) * DENSE_REPEAT > end:
+        return None
+    uniq = list(counts)
+    joined = b"\n".join(uniq)
+    starts = [0]
+    for line in uniq:
+        starts.append(starts[-1] + len(line) + 1)
+    lits_of: dict[int, set[int]] = {}
+    for hit_end, lit in backend.find(joined):
+        if muted and lit in muted:
+            continue
+        lits_of.setdefault(bisect_right(starts, hit_end - 1) - 1, set()).add(lit)
+
+    def make(i: int, ids: tuple[int, ...]) -> RawHit:
+        text = lines[i].decode("utf-8", "replace")
+        if needs_context is not None and not any(needs_context[k] for k in ids):
+            return RawHit(line_base + i + 1, text, ids, [], [])  # as the line path: facts need no context
+        before = [_clip(b) for b in lines[max(0, i - BEFORE):i]]
+        if len(before) < BEFORE:
+            before = ([_clip(b) for b in tail] + before)[-BEFORE:]
+        return RawHit(line_base + i + 1, text, ids, before, [_clip(b) for b in lines[i + 1:i + 1 + AFTER]])
+
+    ids_of: dict[bytes, tuple[int, ...]] = {}
+    entries: list[tuple[int, int, bool]] = []
+    singles = 0
+    for u, lits in lits_of.items():
+        raw = uniq[u]
+        if len(raw) > WINDOW * 2:
+            return None  # the regexes see a window of long lines: the line path knows how
+        i = lines.index(raw)
+        ids = ids_of[raw] = tuple(sorted(lits))
+        if dense.decide(raw.decode("utf-8", "replace"), ids, line_base + i + 1):
+            entries.append((i, counts[raw], True))
+            continue
+        singles += counts[raw]
+        if singles > DENSE_SINGLES:
+            return None
+        entries.append((i, 1, False))
+        for _ in range(counts[raw] - 1):
+            i = lines.index(raw, i + 1)
+            entries.append((i, 1, False))
+    entries.sort()
+    dense.repeated(DenseSlice(entries, lines, end, make, ids_of, line_base, muted))
+    return end, lines[max(0, end - BEFORE):end], lines[end:-1]
+
+
+def _rechunk(chunks: Iterable[bytes], size: int, first: int) -> Iterator[bytes]:
+    """Slices of `size` bytes, the first of `first`: a dense log fills its patterns' opening
+    lines there, line by line, and the dense path can take over from the next slice."""
     for c in chunks:
-        if len(c) <= size:
+        i = 0
+        if first:
+            if len(c) > first:
+                yield c[:first]
+                i = first
+            first = 0
+        if i == 0 and len(c) <= size:
             yield c
             continue
-        for i in range(0, len(c), size):
-            yield c[i:i + size]
+        for j in range(i, len(c), size):
+            yield c[j:j + size]
 
 
 def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: list[bytes] | None = None,  # noqa: ANN001
                 needs_context: list[bool] | None = None, sink: Callable[[RawHit], None] | None = None,
-                muted: set[int] | None = None) -> RangeScan:
+                muted: set[int] | None = None, dense: DenseSink | None = None) -> RangeScan:
     """Scan a stream of byte chunks line by line; return candidate lines with a little context.
 
     With `sink`, each candidate goes to it as soon as its context is complete and none is kept:
     memory then stays flat however many lines match. `muted` holds literal ids to ignore from the
-    next buffer on; the sink may add to it (a fact that has read all it keeps)."""
+    next buffer on; the sink may add to it (a fact that has read all it keeps). With `dense` (and
+    `sink`), a slice of repeated lines goes to it by distinct line instead (see `_dense_slice`)."""
     hits: list[RawHit] = []
     problems: list[str] = []
     carry = b""
@@ -312,8 +446,9 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
     nbytes = 0
     checked_binary = False
     split_long = 0
-    stream = _rechunk(chunks, SCAN_SLICE)
+    stream = _rechunk(chunks, SCAN_SLICE, SCAN_FIRST)
     done = False
+    dense_next = False  # the last slice was dense: try the dense path on this one
     while not done:
         data = next(stream, None)
         forced = False
@@ -357,6 +492,24 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                         h.after.append(line)
                 pos = nl + 1
             pending = [h for h in pending if len(h.after) < AFTER]
+            if sink is not None and hits:  # now, before this buffer's own: the sampler sees lines in order
+                waiting = {id(h) for h in pending}
+                for h in hits:
+                    if id(h) not in waiting:
+                        sink(h)
+                hits = [h for h in hits if id(h) in waiting]
+        if dense is not None and sink is not None and dense_next and not done and not forced and not pending:
+            for h in hits:  # the previous slice's hits come first
+                sink(h)
+            hits = []
+            took = _dense_slice(buf, backend, line_base, tail, muted, needs_context, dense)
+            if took is not None:
+                n, last, rest = took
+                line_base += n
+                tail = (tail + last)[-BEFORE:]
+                carry = b"".join(ln + b"\n" for ln in rest) + carry
+                continue
+        dense_next = False
         found = backend.find(buf)
         clipped: dict[int, str] = {}  # line start -> its context text: dense hits share their neighbours
 
@@ -387,6 +540,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 else:
                     got.add(lit)
             prev, count = 0, 0
+            dense_next = len(starts) >= DENSE_MIN_HITS and len(starts) * DENSE_SHARE >= buf.count(b"\n")
             for ls in starts:
                 count += buf.count(b"\n", prev, ls)
                 prev = ls
@@ -407,7 +561,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 if needs_context is not None and not any(needs_context[i] for i in lits):
                     # fact-only lines (NCCL init chatter can be 10% of a log): no context to build
                     bare = RawHit(line_base + count + 1, text, tuple(lits), [], [])
-                    if sink is not None:
+                    if sink is not None and not pending:
                         sink(bare)
                     else:
                         hits.append(bare)
@@ -430,7 +584,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     pos = nl + 1
                 if len(hit.after) < AFTER:
                     pending.append(hit)
-                elif sink is not None:  # complete: verified now, so a dense buffer holds no backlog
+                elif sink is not None and not pending:  # complete, none before it waits: verified now
                     sink(hit)
                     continue
                 hits.append(hit)
