@@ -8,10 +8,6 @@ import sys
 import time
 from typing import Any
 
-from bot.probes.client import AgentDirectory, DirectoryError, probe_hosts
-from bot.probes.report import render
-from node_agent.auth import SecretFileError, load_secret
-
 
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
@@ -50,6 +46,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: every `triage` command registers this one, and TLS/HTTP cost ~40 ms to import
+    from bot.probes.client import AgentDirectory, DirectoryError, probe_hosts
+    from bot.probes.report import render
+    from node_agent.auth import SecretFileError, load_secret
+
     try:
         directory = AgentDirectory.from_files(args.agent_url, args.agent_map, allow=args.agent_allow)
         secret = load_secret(args.agent_secret_file)
