@@ -22,6 +22,20 @@ ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "tests" / "data" / "healthy"
 
 
+def _count_dense_slices(m: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the slices the dense path takes (not those it hands back to the line path)."""
+    calls = {"n": 0}
+    real = scanner._dense_slice
+
+    def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        got = real(*args, **kw)
+        calls["n"] += got is not None
+        return got
+
+    m.setattr(scanner, "_dense_slice", counted)
+    return calls
+
+
 def _report(path: Path, monkeypatch: pytest.MonkeyPatch, dense: bool, slice_bytes: int = 4096) -> dict:
     with monkeypatch.context() as m:
         m.setattr(scanner, "SCAN_SLICE", slice_bytes)
@@ -32,15 +46,7 @@ def _report(path: Path, monkeypatch: pytest.MonkeyPatch, dense: bool, slice_byte
             m.setattr(scanner, "DENSE_REPEAT", 1)
         else:
             m.setattr(scanner, "DENSE_MIN_HITS", 10**12)
-        calls = {"n": 0}
-        real = scanner._dense_slice
-
-        def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-            got = real(*args, **kw)
-            calls["n"] += got is not None
-            return got
-
-        m.setattr(scanner, "_dense_slice", counted)
+        calls = _count_dense_slices(m)
         report = diagnose_paths([str(path)], workers=1)
     d = report.to_dict()
     for k in ("load_s", "scan_s", "diagnose_s"):
@@ -139,19 +145,9 @@ def test_default_thresholds_take_the_dense_path_on_a_dense_log(tmp_path: Path) -
             f"NCCL WARN Cuda failure 'unknown error'" for i in range(60000)]
     f = tmp_path / "warn.log"
     f.write_text("\n".join(rows) + "\n")
-    taken = {"n": 0}
-    real = scanner._dense_slice
-
-    def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        got = real(*args, **kw)
-        taken["n"] += got is not None
-        return got
-
-    scanner._dense_slice, saved = counted, scanner._dense_slice
-    try:
+    with pytest.MonkeyPatch.context() as m:
+        taken = _count_dense_slices(m)
         report = diagnose_paths([str(f)], workers=1)
-    finally:
-        scanner._dense_slice = saved
     assert taken["n"] >= 3
     assert report.stats["candidate_lines"] == 60000
     top = report.diagnoses[0]
