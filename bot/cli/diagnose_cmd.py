@@ -7,11 +7,11 @@ import json
 import sys
 
 from bot.engine import SourceError, diagnose_paths
+from bot.engine.backends import BACKENDS
 from bot.engine.library import default_library, load_library
 from bot.engine.reader import DEFAULT_MAX_BYTES
 from bot.engine.render import render_text
 from bot.engine.run import ProgressPrinter
-from bot.engine.scanner import BACKENDS
 from bot.redact import redact_text
 
 

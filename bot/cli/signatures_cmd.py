@@ -6,9 +6,9 @@ import argparse
 import sys
 import time
 
+from bot.engine.backends import BACKENDS
 from bot.engine.library import load_library
 from bot.engine.lint import lint, run_tests, taxonomy_ids
-from bot.engine.scanner import BACKENDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

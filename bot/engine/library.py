@@ -342,7 +342,7 @@ def _validated_docs(base: Path, files: list[Path], problems: list[Problem]) -> l
     sizes), so a warm start skips YAML parsing and jsonschema entirely."""
     import pickle
 
-    from .scanner import cache_dir
+    from .backends import cache_dir
 
     cache = cache_dir() / f"library-{_cache_key(base, files)}.pickle"
     try:

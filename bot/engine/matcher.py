@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from . import catalog
+from .backends import ScanPlan, make_backend
 from .context import continues, parse_line
 from .facts import CLUE_PATTERNS, FACT_PATTERNS, MAX_CLUES, MAX_FACT_HITS, Facts, apply_clue, apply_fact
 from .library import VERIFY_TIMEOUT_S, Library, Pattern
 from .model import Evidence, LineContext
-from .scanner import RawHit, ScanPlan, make_backend
+from .scanner import RawHit
 
 MEMO_MAX = 20000  # distinct (pattern, line) decisions remembered; cleared when full
 MEMO_LINE_MAX = 2048  # longer lines are not remembered (bounds the memo at ~40 MB)

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from bot.engine import diagnose_paths, diagnose_texts, get_matcher
-from bot.engine.library import default_library
-from bot.engine.scanner import (
+from bot.engine.backends import (
     BACKENDS,
     ahocorasick_available,
     available_backends,
     hyperscan_available,
     make_backend,
 )
+from bot.engine.library import default_library
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIRS = [ROOT / "examples", ROOT / "tests" / "data"]
@@ -171,7 +171,7 @@ def test_cli_matcher_flag_and_env_force_a_backend() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_backend_on_a_tiny_plan(backend: str) -> None:
     # an empty library, a case-insensitive literal, a literal shorter than the automaton's keys
-    from bot.engine.scanner import ScanPlan
+    from bot.engine.backends import ScanPlan
 
     if not _INSTALLED[backend]:
         pytest.skip(f"{backend} has no wheel for this platform")
