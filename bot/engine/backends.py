@@ -49,6 +49,11 @@ class ScanPlan:
         needs = [any(i < limit for i in o) for o in owners] if context_items is not None else [True] * len(owners)
         return cls(literals, flags, [tuple(o) for o in owners], needs)
 
+    @property
+    def longest(self) -> int:
+        """Bytes of the longest literal: a search cut into pieces overlaps them by this much."""
+        return max((len(lit.encode()) for lit in self.literals), default=0)
+
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         for lit, ci in zip(self.literals, self.ignorecase, strict=True):
@@ -62,6 +67,7 @@ class PythonBackend:
     name = "python"
 
     def __init__(self, plan: ScanPlan) -> None:
+        self.longest = plan.longest
         self.cs = [(i, lit.encode()) for i, (lit, ci) in enumerate(zip(plan.literals, plan.ignorecase, strict=True)) if not ci]
         self.ci = [(i, lit.encode()) for i, (lit, ci) in enumerate(zip(plan.literals, plan.ignorecase, strict=True)) if ci]
 
@@ -90,6 +96,7 @@ class AhoCorasickBackend:
     def __init__(self, plan: ScanPlan) -> None:
         import ahocorasick_rs
 
+        self.longest = plan.longest
         self._exact = [None if ci else lit.encode() for lit, ci in zip(plan.literals, plan.ignorecase, strict=True)]
         # an empty literal list is refused; the DFA scans ~2x faster than the default NFA on logs
         self._auto = ahocorasick_rs.BytesAhoCorasick(
@@ -118,6 +125,7 @@ class HyperscanBackend:
         import hyperscan
 
         self._hs = hyperscan
+        self.longest = plan.longest
         self.db = self._load_or_compile(plan) if plan.literals else None  # hyperscan refuses 0 expressions
         self._proto = hyperscan.Scratch(self.db) if self.db is not None else None
         self._local = threading.local()  # a scratch may serve one scan at a time: one per thread

@@ -184,6 +184,73 @@ def _dense_slice(buf: bytes, backend, line_base: int, tail: list[bytes], muted: 
     return end, lines[max(0, end - BEFORE):end], lines[end:-1]
 
 
+HIT_PIECE = 1 << 20  # bytes searched at once within a buffer: a long line's hits never pile up
+
+
+def _line_hits(buf: bytes, backend, muted: set[int] | None,  # noqa: ANN001
+               ) -> tuple[list[int], dict[int, set[int]], dict[tuple[int, int], list[int]]]:
+    """The lines of `buf` with literal hits: their starts in order, each one's literal ids, and per
+    (line, literal) the end of its first and last hit (where the regexes look on a long line).
+    The buffer is searched a piece at a time (overlapping by the longest literal), so a 16 MB line
+    with millions of hits holds one piece's hits at once, not all of them."""
+    starts: list[int] = []
+    by_line: dict[int, set[int]] = {}
+    spans: dict[tuple[int, int], list[int]] = {}
+    pad = max(0, backend.longest - 1)
+    ls, searched = 0, 0
+    for a in range(0, len(buf), HIT_PIECE):
+        lo = max(0, a - pad)
+        found = backend.find(buf[lo:a + HIT_PIECE] if lo or a + HIT_PIECE < len(buf) else buf)
+        if not found:
+            continue
+        found.sort()
+        stop = min(len(buf), a + HIT_PIECE)
+        if stop - a > WINDOW and buf.find(b"\n", max(searched, lo), stop) < 0:
+            # inside one long line: every hit is on the same line, no line to look for per hit
+            nl = buf.rfind(b"\n", searched, max(searched, lo))
+            if nl >= 0:
+                ls = nl + 1
+            searched = stop
+            mine = found[bisect_right(found, (a - lo, 1 << 62)):]  # the previous piece had the rest
+            last = {lit: end for end, lit in mine}
+            first = {lit: end for end, lit in reversed(mine)}
+            for lit in muted.intersection(first) if muted else ():
+                del first[lit]
+            if not first:
+                continue
+            if ls not in by_line:
+                by_line[ls] = set()
+                starts.append(ls)
+            by_line[ls].update(first)
+            for lit, end in first.items():
+                span = spans.setdefault((ls, lit), [end + lo, 0])
+                span[1] = last[lit] + lo
+            continue
+        for end, lit in found:
+            end += lo
+            if end <= a or (muted and lit in muted):
+                continue  # the previous piece found it; a fact that read all it keeps
+            # ends are sorted: look back only over what the previous hit did not cover, so a
+            # 16 MB line with a million literal hits costs one pass, not a million
+            if end > searched:
+                nl = buf.rfind(b"\n", searched, end)
+                if nl >= 0:
+                    ls = nl + 1
+                searched = end
+            got = by_line.get(ls)
+            if got is None:
+                by_line[ls] = {lit}
+                starts.append(ls)
+            else:
+                got.add(lit)
+            got_span = spans.get((ls, lit))
+            if got_span is None:
+                spans[ls, lit] = [end, end]
+            else:
+                got_span[1] = end
+    return starts, by_line, spans
+
+
 def _rechunk(chunks: Iterable[bytes], size: int, first: int) -> Iterator[bytes]:
     """Slices of `size` bytes, the first of `first`: a dense log fills its patterns' opening
     lines there, line by line, and the dense path can take over from the next slice."""
@@ -283,7 +350,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 carry = b"".join(ln + b"\n" for ln in rest) + carry
                 continue
         dense_next = False
-        found = backend.find(buf)
+        starts, by_line, spans = _line_hits(buf, backend, muted)
         clipped: dict[int, str] = {}  # line start -> its context text: dense hits share their neighbours
 
         def clip_at(start: int, stop: int, buf: bytes = buf, clipped: dict[int, str] = clipped) -> str:
@@ -291,27 +358,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
             if got is None:
                 got = clipped[start] = _clip(buf[start:stop])
             return got
-        if found and muted:
-            found = [h for h in found if h[1] not in muted]
-        if found:
-            found.sort()
-            by_line: dict[int, set[int]] = {}
-            starts: list[int] = []
-            ls, searched = 0, 0
-            for end, lit in found:
-                # ends are sorted: look back only over what the previous hit did not cover, so a
-                # 16 MB line with a million literal hits costs one pass, not a million
-                if end > searched:
-                    nl = buf.rfind(b"\n", searched, end)
-                    if nl >= 0:
-                        ls = nl + 1
-                    searched = end
-                got = by_line.get(ls)
-                if got is None:
-                    by_line[ls] = {lit}
-                    starts.append(ls)
-                else:
-                    got.add(lit)
+        if starts:
             prev, count = 0, 0
             dense_next = len(starts) >= DENSE_MIN_HITS and len(starts) * DENSE_SHARE >= buf.count(b"\n")
             for ls in starts:
@@ -325,9 +372,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     if not lits:
                         continue
                 if le - ls > WINDOW * 2:  # a very long line: the regexes see a window around the hits
-                    ends = [e for e, lit in found if ls <= e <= le and lit in lits]
-                    lo = max(ls, min(ends) - WINDOW)
-                    hi = min(le, max(ends) + WINDOW)
+                    lo = max(ls, min(spans[ls, lit][0] for lit in lits) - WINDOW)
+                    hi = min(le, max(spans[ls, lit][1] for lit in lits) + WINDOW, lo + WINDOW * 4)
                     text = buf[lo:hi].decode("utf-8", "replace")
                 else:
                     text = buf[ls:le].decode("utf-8", "replace")

@@ -179,3 +179,26 @@ def test_each_backend_on_a_tiny_plan(backend: str) -> None:
     plan = ScanPlan.build([(["Xid "], False), (["fallen off the bus"], True), (["~]#"], False)])
     got = sorted(make_backend(plan, backend).find(b"NVRM: Xid 79, GPU has FALLEN OFF THE BUS\n[root@gpu ~]# xid "))
     assert got == [(10, 0), (40, 1), (54, 2)]
+
+
+def test_a_long_line_searched_in_pieces_gives_the_same_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # literals cut by every piece boundary, and a long line's hits spread over many pieces
+    import bot.engine.scanner as scanner
+
+    items = [t for t in _signature_test_items() if "\n" not in t][:60]
+    long_line = " | ".join(items * 40)  # ~0.5 MB on one line: many pieces, hits everywhere
+    f = tmp_path / "long.log"
+    f.write_text("[rank0]: start\n" + long_line + "\n" + "\n".join(items[:10]) + "\n" + long_line[::-1] + "\n")
+    whole = diagnose_paths([str(f)], workers=1)
+    monkeypatch.setattr(scanner, "HIT_PIECE", 997)
+    pieces = diagnose_paths([str(f)], workers=1)
+    assert whole.diagnoses and _comparable(pieces) == _comparable(whole)
+
+
+def test_a_15mb_line_of_matches_is_read_without_giving_up(tmp_path: Path) -> None:
+    # every few bytes a literal: the regexes see a bounded window, none times out
+    f = tmp_path / "one-line.log"
+    f.write_bytes((b"NCCL WARN Cuda failure 'unknown error' rank 3 nranks 8 " * 300000)[:15 << 20] + b"\n")
+    report = diagnose_paths([str(f)], workers=1)
+    assert [d.signature for d in report.diagnoses][:1] == ["nccl-cuda-999"]
+    assert report.to_dict()["warnings"] == []
