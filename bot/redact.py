@@ -169,9 +169,10 @@ _RULES: list[tuple[str, tuple[str, ...], re.Pattern[str], Any]] = [
                 + _VALUE),
      r"\1\2\3" + MASK + r"\3"),
     # Command-line flags: --password x, --token=x, --api-key x, --hf-token x, --wandb_token x. Not
-    # `--max-num-batched-tokens 8192` (tokens), not `--pad-token 0` (a tokenizer's special token).
+    # `--max-num-batched-tokens 8192` (tokens), not `--pad-token 0` (a tokenizer's special token), not
+    # a table rule of dashes ("---------Inter-token Latency-----", vLLM's benchmark): a flag starts a word.
     ("flag-secret", ("--",),
-     re.compile(r"(?i)(--(?!(?:pad|eos|bos|unk|sep|cls|mask)[-_]token\b)(?:[a-z0-9]+[-_])*"
+     re.compile(r"(?i)((?<![\w-])--(?!(?:pad|eos|bos|unk|sep|cls|mask)[-_]token\b)(?:[a-z0-9]+[-_])*"
                 r"(?:password|passwd|pass|token|secret|api[-_]?key|apikey|access[-_]?key|auth[-_]?token|"
                 r"private[-_]?key)(?:=|\s+))" + _NOT_MASKED + r"[^\s-][^\s]*"),
      r"\1" + MASK),
