@@ -144,10 +144,24 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmEnv]:
         yield from _session_cluster(tmp_path_factory)
 
 
+def _unmount_below(path: Path) -> None:
+    """Detach what an earlier run left mounted under `path` (the full-spool test's tmpfs, when its
+    umount found it busy or the run was killed): rmtree cannot remove a mount point."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 1 and fields[1].startswith(f"{path}/"):
+            subprocess.run(["umount", "-l", fields[1]], capture_output=True, timeout=30, check=False)
+
+
 def _session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmEnv]:
     cluster = SlurmCluster()
     hook_dir = cluster.base / "hook"
     if hook_dir.exists():
+        _unmount_below(hook_dir)
         shutil.rmtree(hook_dir)
     hook_dir.mkdir(parents=True)
     # Installed the way docs/slurm.md tells an admin to: the two scripts side by side, 0755.
