@@ -251,6 +251,15 @@ def _line_hits(buf: bytes, backend, muted: set[int] | None,  # noqa: ANN001
     return starts, by_line, spans
 
 
+def _hand_over(hits: list[RawHit], pending: list[RawHit], sink: Callable[[RawHit], None]) -> list[RawHit]:
+    """Give the sink every hit whose context is complete, in order; return those still waiting."""
+    waiting = {id(h) for h in pending}
+    for h in hits:
+        if id(h) not in waiting:
+            sink(h)
+    return [h for h in hits if id(h) in waiting]
+
+
 def _rechunk(chunks: Iterable[bytes], size: int, first: int) -> Iterator[bytes]:
     """Slices of `size` bytes, the first of `first`: a dense log fills its patterns' opening
     lines there, line by line, and the dense path can take over from the next slice."""
@@ -332,16 +341,9 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                         h.after.append(line)
                 pos = nl + 1
             pending = [h for h in pending if len(h.after) < AFTER]
-            if sink is not None and hits:  # now, before this buffer's own: the sampler sees lines in order
-                waiting = {id(h) for h in pending}
-                for h in hits:
-                    if id(h) not in waiting:
-                        sink(h)
-                hits = [h for h in hits if id(h) in waiting]
+            if sink is not None:  # now, before this buffer's own: the sampler sees lines in order
+                hits = _hand_over(hits, pending, sink)
         if dense is not None and sink is not None and dense_next and not done and not forced and not pending:
-            for h in hits:  # the previous slice's hits come first
-                sink(h)
-            hits = []
             took = _dense_slice(buf, backend, line_base, tail, muted, needs_context, dense)
             if took is not None:
                 n, last, rest = took
@@ -350,6 +352,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 carry = b"".join(ln + b"\n" for ln in rest) + carry
                 continue
         dense_next = False
+        newlines = buf.count(b"\n")
         starts, by_line, spans = _line_hits(buf, backend, muted)
         clipped: dict[int, str] = {}  # line start -> its context text: dense hits share their neighbours
 
@@ -360,7 +363,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
             return got
         if starts:
             prev, count = 0, 0
-            dense_next = len(starts) >= DENSE_MIN_HITS and len(starts) * DENSE_SHARE >= buf.count(b"\n")
+            dense_next = len(starts) >= DENSE_MIN_HITS and len(starts) * DENSE_SHARE >= newlines
             for ls in starts:
                 count += buf.count(b"\n", prev, ls)
                 prev = ls
@@ -407,13 +410,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                     sink(hit)
                     continue
                 hits.append(hit)
-        if sink is not None and hits:
-            waiting = {id(h) for h in pending}
-            for h in hits:
-                if id(h) not in waiting:
-                    sink(h)
-            hits = [h for h in hits if id(h) in waiting]
-        newlines = buf.count(b"\n")
+        if sink is not None:
+            hits = _hand_over(hits, pending, sink)
         line_base += newlines
         if not buf.endswith(b"\n") and not forced:
             line_base += 1  # the unterminated last line (a forced split goes on in the next buffer)
