@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .facts import Clue, Facts
-from .model import Evidence, Initiating, Level, Report, SourceInfo
+from .model import NO_YEAR, Evidence, Initiating, Level, Report, SourceInfo
 
 
 class Group(Protocol):
@@ -60,7 +60,7 @@ class _Who:
 
 
 def _comparable(a: datetime | None, b: datetime | None) -> bool:
-    return a is not None and b is not None and (a.year == 1900) == (b.year == 1900)
+    return a is not None and b is not None and (a.year == NO_YEAR) == (b.year == NO_YEAR)
 
 
 def _from_evidence(ev: Evidence, facts: Facts, sources: dict[str, SourceInfo]) -> _Who:

@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import PurePath
 
-from .model import LineContext
+from .model import NO_YEAR, LineContext
 
 HEAD = 1024  # characters of a line that prefixes and context markers are looked for in
 
@@ -28,10 +28,14 @@ _SYSLOG_CJK = re.compile(
     r"(?P<mon>1[0-2]|0?[1-9])月 +(?P<day>\d{1,2})日? (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?P<host>[\w.\-]+) (?P<proc>[\w.\-/@]+)(?:\[(?P<pid>\d+)\])?: "
 )
-# journalctl -o short-iso: "2024-06-26T05:06:30+0000 gpu-node-17 kernel: ..."
+# a log level word where a syslog line has its host or program (tracing's "<time> ERROR shard-manager: ...")
+_LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE|TRACE)\b"
+# journalctl -o short-iso: "2024-06-26T05:06:30+0000 gpu-node-17 kernel: ..." (not Python logging's
+# "%(asctime)s %(name)s %(levelname)s:", "2020-05-10 08:34:41,021 maskrcnn_benchmark INFO: ...": a logger, no host;
+# nor Rust tracing's "2023-08-11T06:42:43.498333Z ERROR shard-manager: ...": a level and a span)
 _ISO_SYSLOG = re.compile(
     r"(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
-    r"(?P<host>[\w.\-]+) (?P<proc>kernel|[\w.\-/@]+(?:\[\d+\])?): "
+    rf"(?!{_LEVEL})(?P<host>[\w.\-]+) (?!{_LEVEL})(?P<proc>kernel|[\w.\-/@]+(?:\[\d+\])?): "
 )
 # a bare timestamp some launchers and log shippers put first: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:...",
 # "[2026-04-18 12:45:41] gpu002:704798:704908 [0] ..."
@@ -152,14 +156,14 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m and m.group("mon").lower() in _MONTHS:
             ctx.host = ctx.host or m.group("host")
             ctx.timestamp = ctx.timestamp or _time(
-                (1900, _MONTHS[m.group("mon").lower()], int(m.group("day"))), m.group("time")
+                (NO_YEAR, _MONTHS[m.group("mon").lower()], int(m.group("day"))), m.group("time")
             )
             body = body[m.end():]
             continue
         m = _SYSLOG_CJK.match(body)
         if m:
             ctx.host = ctx.host or m.group("host")
-            ctx.timestamp = ctx.timestamp or _time((1900, int(m.group("mon")), int(m.group("day"))), m.group("time"))
+            ctx.timestamp = ctx.timestamp or _time((NO_YEAR, int(m.group("mon")), int(m.group("day"))), m.group("time"))
             body = body[m.end():]
             continue
         # journal short-iso and CRI lines, or a bare ISO timestamp: one place reads the ISO time
@@ -299,7 +303,7 @@ def parse_line(line: str) -> LineContext:
         m = _GLOG.search(head, 0, 200)
         if m:
             parts = m.group("time").split(".")
-            ctx.timestamp = _time((1900, int(m.group("mm")), int(m.group("dd"))), parts[0],
+            ctx.timestamp = _time((NO_YEAR, int(m.group("mm")), int(m.group("dd"))), parts[0],
                                   parts[1] if len(parts) > 1 else None)
     if ctx.gpu is None:
         m = _TORCH_OOM_GPU.search(head)

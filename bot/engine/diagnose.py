@@ -17,7 +17,17 @@ from .conditions import Env, ProbeView, evaluate, merge_views, view_for_hosts
 from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
-from .model import CauseResult, Diagnosis, Evidence, Initiating, Level, NextAction, Report, SourceInfo
+from .model import (
+    NO_YEAR,
+    CauseResult,
+    Diagnosis,
+    Evidence,
+    Initiating,
+    Level,
+    NextAction,
+    Report,
+    SourceInfo,
+)
 from .pasted import Block, commands_answered
 from .pasted.view import name_foreign_processes, pasted_answers, pasted_view, report_entries
 
@@ -186,7 +196,7 @@ def _first_time(evs: list[Evidence]) -> datetime | None:
 
 def _comparable(a: datetime | None, b: datetime | None) -> bool:
     # dates without a year (glog, syslog) compare only with each other
-    return a is not None and b is not None and (a.year == 1900) == (b.year == 1900)
+    return a is not None and b is not None and (a.year == NO_YEAR) == (b.year == NO_YEAR)
 
 
 class _Group:

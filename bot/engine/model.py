@@ -7,6 +7,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# syslog and glog stamps carry no year; the context reader gives them this placeholder year
+NO_YEAR = 1900
+
+
+def timestamp_fields(when: datetime | None) -> dict[str, str | None]:
+    """`timestamp` is ISO 8601 or null; a stamp without a year is `time_without_year` ("12-09T12:34:44"),
+    never a made-up year 1900."""
+    if when is None:
+        return {"timestamp": None}
+    if when.year == NO_YEAR:
+        return {"timestamp": None, "time_without_year": when.isoformat()[5:]}
+    return {"timestamp": when.isoformat()}
+
 
 class Level(enum.IntEnum):
     """How a matched signature stands in this incident (lower ranks first)."""
@@ -72,7 +85,7 @@ class Evidence:
             "pid": ctx.pid,
             "local_rank": ctx.local_rank,
             "gpu": ctx.gpu,
-            "timestamp": ctx.timestamp.isoformat() if ctx.timestamp else None,
+            **timestamp_fields(ctx.timestamp),
             "pattern": self.pattern,
         }
         if ctx.uptime is not None:
@@ -187,7 +200,7 @@ class Initiating:
             "host": self.host,
             "source": self.source,
             "line": self.line,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            **timestamp_fields(self.timestamp),
             "reason": self.reason,
             "local_rank": self.local_rank,
             "gpu": self.gpu,

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import pytest
 
+from bot.engine import diagnose_texts
 from bot.engine.context import continues, parse_line, parse_source_name
 
 CASES = [
@@ -75,6 +76,26 @@ def test_exception_names_are_not_hosts() -> None:
     for line in ("RuntimeError: boom", "torch.distributed.DistBackendError: NCCL error",
                  "ncclUnhandledCudaError: Call to CUDA function failed."):
         assert parse_line(line).host is None, line
+
+
+def test_python_logger_names_are_not_hosts() -> None:
+    # logging's "%(asctime)s %(name)s %(levelname)s:" looks like journalctl's short-iso "<time> <host> <proc>:"
+    for line in ("2020-05-10 08:34:41,021 maskrcnn_benchmark INFO: eta: 1:02:03  iter: 20  loss: nan (nan)",
+                 "2020-05-10 08:34:41,021 maskrcnn_benchmark.trainer ERROR: Loss is nan, stopping training"):
+        ctx = parse_line(line)
+        assert ctx.host is None, line
+        assert ctx.timestamp == datetime(2020, 5, 10, 8, 34, 41, 21000)
+    assert parse_line("2024-06-26T05:06:30+0000 gpu-node-2 kernel: NVRM: Xid").host == "gpu-node-2"
+
+
+def test_a_stamp_without_a_year_is_not_reported_as_1900() -> None:
+    line = "Dec  9 12:34:44 gpu-node-7 kernel: [ 7561.08] NVRM: Xid (PCI:0000:01:00): 79, pid=0, GPU has fallen off the bus."
+    report = diagnose_texts([("kern.log", line)])
+    started = report.to_dict()["initiating"]
+    assert started["host"] == "gpu-node-7"
+    assert started["timestamp"] is None and started["time_without_year"] == "12-09T12:34:44"
+    evidence = report.to_dict()["diagnoses"][0]["evidence"][0]
+    assert evidence["timestamp"] is None and evidence["time_without_year"] == "12-09T12:34:44"
 
 
 @pytest.mark.parametrize(("line", "when"), [
@@ -171,3 +192,13 @@ def test_host_named_in_a_key_value_field() -> None:
     assert parse_line(line).host == "rg404.bbn.com"
     assert parse_line("level=error host=gpu-node-7 msg=boom").host == "gpu-node-7"
     assert parse_line("ghost=abc1 myhost=n1 hostname=localhost").host is None
+
+
+def test_env_settings_keep_their_whole_comma_list() -> None:
+    # the list is the setting: "0" for CUDA_VISIBLE_DEVICES=0,1,...,7 would send the on-call engineer to GPU 0 only
+    log = ("Setting CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n"
+           "node1:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en,eth,em,bond\n"
+           "NCCL_DEBUG=INFO, NCCL_IB_HCA=mlx5_0,mlx5_1, NCCL_P2P_DISABLE=1\n")
+    env = diagnose_texts([("job.log", log)]).to_dict()["facts"]["env"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+                   "NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "en,eth,em,bond"}
