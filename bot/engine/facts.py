@@ -58,7 +58,7 @@ FACT_PATTERNS: list[FactPattern] = [
                            r"(?:.{0,40}?\blocalRank (?P<local>\d+))?")),
     FactPattern("env", ("NCCL_", "TORCH_DISTRIBUTED_DEBUG", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
                         "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR"),
-                re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+)")),
+                re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+(?:,[^\s,;'\"\]\)]+)*)")),
     FactPattern("timeout_ms", ("Timeout(ms)", "TIMEOUT(ms)"), re.compile(r"(?i:timeout)\(ms\)[=:] ?(?P<v>\d+)")),
     FactPattern("job_id", ("SLURM_JOB_ID", "SLURM_JOBID"), re.compile(r"SLURM_JOB_?ID\s*[=:]\s*(?P<v>\d+)")),
     FactPattern("job_id", ("*** JOB ", "*** STEP "), re.compile(r"\*\*\* (?:JOB|STEP) (?P<v>\d+)")),
