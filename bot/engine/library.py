@@ -388,6 +388,55 @@ def _validated_docs(base: Path, files: list[Path], problems: list[Problem]) -> l
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class HandledLine:
+    """A line in which the software reports an error it handled (a fallback, a retry) and goes on."""
+
+    name: str
+    compiled: regex.Pattern[str]
+    examples: tuple[str, ...]
+
+
+HANDLED_FILE = "handled.yaml"
+
+
+def _handled_lines(base: Path, problems: list[Problem]) -> list[HandledLine]:
+    """The library-wide vetoes of `handled.yaml`: every signature ignores a line one of them matches."""
+    path = base / HANDLED_FILE
+    if not path.exists():
+        return []
+    try:
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        problems.append(Problem(HANDLED_FILE, f"not valid YAML: {exc}"))
+        return []
+    entries = doc.get("handled") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        problems.append(Problem(HANDLED_FILE, "needs a list under 'handled'"))
+        return []
+    out: list[HandledLine] = []
+    for i, raw in enumerate(entries):
+        where = f"handled[{i}]"
+        if not isinstance(raw, dict) or set(raw) - {"name", "regex", "note", "examples"} or not all(
+                isinstance(raw.get(k), str) and raw.get(k) for k in ("name", "regex", "note")):
+            problems.append(Problem(HANDLED_FILE, f"{where}: needs name, regex and note (strings), examples, nothing else"))
+            continue
+        examples = raw.get("examples")
+        if not isinstance(examples, list) or not examples or not all(isinstance(e, str) for e in examples):
+            problems.append(Problem(HANDLED_FILE, f"{where} {raw['name']}: needs examples, real lines it silences"))
+            continue
+        try:
+            compiled = compile_regex(raw["regex"])
+        except regex.error as exc:
+            problems.append(Problem(HANDLED_FILE, f"{where} {raw['name']}: regex does not compile: {exc}"))
+            continue
+        for line in examples:
+            if not compiled.search(line):
+                problems.append(Problem(HANDLED_FILE, f"{where} {raw['name']}: regex misses its example {line[:80]!r}"))
+        out.append(HandledLine(raw["name"], compiled, tuple(examples)))
+    return out
+
+
 def load_library(root: str | Path | None = None, strict: bool = False) -> Library:
     """Load every signature under `root` (default: the packaged library).
 
@@ -408,8 +457,10 @@ def load_library(root: str | Path | None = None, strict: bool = False) -> Librar
         sig = _build(doc, rel, problems)
         if sig is not None:
             signatures[sig.id] = sig
+    handled = _handled_lines(base, problems)
     patterns: list[Pattern] = []
     for sig in signatures.values():
+        sig.excludes.extend((h.compiled, "line") for h in handled)
         for pat in sig.patterns:
             pat.index = len(patterns)
             patterns.append(pat)
