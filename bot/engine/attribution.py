@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .facts import Clue, Facts
-from .model import NO_YEAR, Evidence, Initiating, Level, Report, SourceInfo
+from .model import Evidence, Initiating, Level, Report, SourceInfo, comparable_times
 
 
 class Group(Protocol):
@@ -57,10 +57,6 @@ class _Who:
 
     def known(self) -> bool:
         return self.rank is not None or self.host is not None or self.local_rank is not None
-
-
-def _comparable(a: datetime | None, b: datetime | None) -> bool:
-    return a is not None and b is not None and (a.year == NO_YEAR) == (b.year == NO_YEAR)
 
 
 def _from_evidence(ev: Evidence, facts: Facts, sources: dict[str, SourceInfo]) -> _Who:
@@ -499,7 +495,7 @@ def _pick_line(whos: list[tuple[Evidence, _Who]], launcher: _Who | None) -> tupl
         w = next(w for _, w in whos if w.rank == launcher.rank)
         return w, "of the ranks that reported it, the first the launcher saw exit"
     timed = [(e, w) for e, w in whos if e.context.timestamp is not None]
-    if timed and len({_comparable(timed[0][0].context.timestamp, e.context.timestamp) for e, _ in timed}) == 1:
+    if timed and len({comparable_times(timed[0][0].context.timestamp, e.context.timestamp) for e, _ in timed}) == 1:
         e, w = min(timed, key=lambda t: (t[0].context.timestamp, t[0].order))
         if len(procs) > 1:
             return w, "earliest timestamp among the processes that reported it"

@@ -18,7 +18,6 @@ from .context import parse_line
 from .facts import Facts
 from .library import Library, Signature
 from .model import (
-    NO_YEAR,
     CauseResult,
     Diagnosis,
     Evidence,
@@ -27,6 +26,7 @@ from .model import (
     NextAction,
     Report,
     SourceInfo,
+    comparable_times,
 )
 from .pasted import Block, commands_answered
 from .pasted.view import name_foreign_processes, pasted_answers, pasted_view, report_entries
@@ -194,11 +194,6 @@ def _first_time(evs: list[Evidence]) -> datetime | None:
     return min(times) if times else None
 
 
-def _comparable(a: datetime | None, b: datetime | None) -> bool:
-    # dates without a year (glog, syslog) compare only with each other
-    return a is not None and b is not None and (a.year == NO_YEAR) == (b.year == NO_YEAR)
-
-
 class _Group:
     def __init__(self, sig: Signature) -> None:
         self.sig = sig
@@ -246,7 +241,7 @@ def _compare(a: _Group, b: _Group) -> int:
     if wa != wb:
         return 1 if wa else -1
     ta, tb = a.first_time, b.first_time
-    if _comparable(ta, tb):
+    if comparable_times(ta, tb):
         assert ta is not None and tb is not None
         gap = (ta - tb).total_seconds()
         if abs(gap) >= UNRELATED_GAP_S:
@@ -259,7 +254,7 @@ def _compare(a: _Group, b: _Group) -> int:
             return -1 if gap < 0 else 1
     if a.sig.priority != b.sig.priority:
         return -1 if a.sig.priority > b.sig.priority else 1
-    if _comparable(ta, tb) and ta != tb:
+    if comparable_times(ta, tb) and ta != tb:
         return -1 if ta < tb else 1  # type: ignore[operator]
     return -1 if a.first_order < b.first_order else (1 if a.first_order > b.first_order else 0)
 
@@ -314,7 +309,7 @@ def _line_after(e: Evidence, ref: _Group) -> bool:
     """Whether line `e` follows the first line of `ref`: by clock when both have one and they
     differ, else by line order in the same source (order across files without a clock means nothing)."""
     te, tr = _time_key(e), ref.first_time
-    if _comparable(te, tr) and te != tr:
+    if comparable_times(te, tr) and te != tr:
         return te > tr  # type: ignore[operator]
     first = _first_order_per_source(ref.evidence).get(e.source)
     return first is not None and e.order > first

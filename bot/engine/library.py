@@ -388,19 +388,10 @@ def _validated_docs(base: Path, files: list[Path], problems: list[Problem]) -> l
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class HandledLine:
-    """A line in which the software reports an error it handled (a fallback, a retry) and goes on."""
-
-    name: str
-    compiled: regex.Pattern[str]
-    examples: tuple[str, ...]
-
-
 HANDLED_FILE = "handled.yaml"
 
 
-def _handled_lines(base: Path, problems: list[Problem]) -> list[HandledLine]:
+def _handled_lines(base: Path, problems: list[Problem]) -> list[regex.Pattern[str]]:
     """The library-wide vetoes of `handled.yaml`: every signature ignores a line one of them matches."""
     path = base / HANDLED_FILE
     if not path.exists():
@@ -414,7 +405,7 @@ def _handled_lines(base: Path, problems: list[Problem]) -> list[HandledLine]:
     if not isinstance(entries, list):
         problems.append(Problem(HANDLED_FILE, "needs a list under 'handled'"))
         return []
-    out: list[HandledLine] = []
+    out: list[regex.Pattern[str]] = []
     for i, raw in enumerate(entries):
         where = f"handled[{i}]"
         if not isinstance(raw, dict) or set(raw) - {"name", "regex", "note", "examples"} or not all(
@@ -433,7 +424,7 @@ def _handled_lines(base: Path, problems: list[Problem]) -> list[HandledLine]:
         for line in examples:
             if not compiled.search(line):
                 problems.append(Problem(HANDLED_FILE, f"{where} {raw['name']}: regex misses its example {line[:80]!r}"))
-        out.append(HandledLine(raw["name"], compiled, tuple(examples)))
+        out.append(compiled)
     return out
 
 
@@ -460,7 +451,7 @@ def load_library(root: str | Path | None = None, strict: bool = False) -> Librar
     handled = _handled_lines(base, problems)
     patterns: list[Pattern] = []
     for sig in signatures.values():
-        sig.excludes.extend((h.compiled, "line") for h in handled)
+        sig.excludes.extend((h, "line") for h in handled)
         for pat in sig.patterns:
             pat.index = len(patterns)
             patterns.append(pat)

@@ -11,6 +11,11 @@ from typing import Any
 NO_YEAR = 1900
 
 
+def comparable_times(a: datetime | None, b: datetime | None) -> bool:
+    """Two stamps can be ordered: both known, and both with a year or both without (glog, syslog)."""
+    return a is not None and b is not None and (a.year == NO_YEAR) == (b.year == NO_YEAR)
+
+
 def timestamp_fields(when: datetime | None) -> dict[str, str | None]:
     """`timestamp` is ISO 8601 or null; a stamp without a year is `time_without_year` ("12-09T12:34:44"),
     never a made-up year 1900."""
