@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from .context import parse_line
 from .facts import Clue, Facts
 from .model import Evidence, Initiating, Level, Report, SourceInfo, comparable_times
 
@@ -396,6 +397,13 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
                      and top.sig.family in ("distributed", "communication")))]
     if top.level == Level.INITIATING and not gone:
         who, reason = _from_own_lines(evs, facts, sources, launcher)
+        if who.rank is None and who.local_rank is None:
+            borrowed = _following_rank(who, evs, [e for g in groups for e in g.evidence], launcher,
+                                        facts.rank_local)
+            if borrowed is not None:
+                who.rank, who.local_rank, why = borrowed
+                _complete(who, facts, sources)
+                reason = why
         if not who.known() and launcher is not None and launcher.known():
             who, reason = launcher, launcher_why
         else:
@@ -467,6 +475,89 @@ def _from_own_lines(evs: list[Evidence], facts: Facts, sources: dict[str, Source
             return w, "the only process whose error is not a flushed work request, which only follows an earlier error"
         return w, why + ", leaving out flushed work requests, which only follow an earlier error"
     return _pick(whos, launcher)
+
+
+# how far after the failure's last unprefixed line the one rank's traceback may start, and how far it may run
+_BORROW_WINDOW = 200
+# torchrun's per-process prefix (--tee, --local-ranks-filter): "[rank3]:", "[default3]:" (local rank 3),
+# also behind a launcher's own prefix ("gpu-node-07: [rank3]: ...", "0: [rank0]:[E626 ...")
+_RANK_PREFIX = re.compile(r"^.{0,80}?(?<![^\s:|\]])\[(?:rank|default)\d+\]:")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+# a line of a Python traceback printed without any prefix: the unprefixed line ends a traceback of its own
+_BARE_FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s+File \".*\", line \d+|\s+\^+\s*$)")
+
+
+def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
+                    launcher: _Who | None, rank_local: dict[int, int]) -> tuple[int | None, int | None, str] | None:
+    """The rank of the one process whose prefixed traceback follows the failure's unprefixed line.
+
+    A CUDA kernel's printf (`IndexKernel.cu:92: ... Assertion ... failed.`) goes straight to the
+    process's stdout, past torchrun's `[rank3]:` prefix; the traceback that the same process prints
+    next carries it. Borrowed only when the line names no process at all (a host at most), the
+    lines that follow (the run of unprefixed lines of the same failure, then up to _BORROW_WINDOW
+    lines) name exactly one rank, and that rank's lines there are torchrun-prefixed and hold a
+    traceback or the same failure. An unprefixed line that closes a traceback of its own is another
+    process's report; two ranks there leave it unknown."""
+    if who.source is None or who.line is None or who.pid is not None or who.gpu is not None:
+        return None
+    start = who.line
+    # line -> [rank, local rank, host, torchrun-prefixed, the same failure, a traceback header]
+    marks: dict[int, list[Any]] = {}
+    own = {(e.source, e.line) for e in evs}
+
+    def mark(line: int, text: str, ctx: Any, same: bool) -> None:
+        if line <= start or (ctx.rank is None and ctx.local_rank is None):
+            return
+        m = marks.setdefault(line, [ctx.rank, ctx.local_rank, ctx.host, False, False, False])
+        m[3] = m[3] or bool(_RANK_PREFIX.match(text))
+        m[4] = m[4] or same
+        m[5] = m[5] or bool(_TRACEBACK.search(text))
+
+    later = [e for e in all_evs if e.source == who.source and e.line + len(e.after) > start]
+    if any(e.line == start and any(_BARE_FRAME.match(b) for b in e.before) for e in later):
+        return None
+    for e in later:
+        mark(e.line, e.text, e.context, (e.source, e.line) in own)
+
+    def run_end(first: float) -> int:
+        """The last of the failure's unprefixed lines before the first line that names a process."""
+        return max((e.line for e in evs if e.source == who.source and start <= e.line < first
+                    and e.context.rank is None and e.context.local_rank is None), default=start)
+
+    # the lines printed after the matched ones (a traceback's head), read near the run and its block only
+    near = run_end(min(marks, default=float("inf"))) + _BORROW_WINDOW
+    for e in later:
+        if e.line <= near:
+            for k, text in enumerate(e.after):
+                if e.line + 1 + k > start and ("[" in text or ":" in text):
+                    mark(e.line + 1 + k, text, parse_line(text), False)
+    if not marks:
+        return None
+    first = min(marks)
+    end = run_end(first)
+    if first - end > _BORROW_WINDOW:
+        return None
+    block = [m for line, m in marks.items() if line <= first + _BORROW_WINDOW]
+    keys = {("rank", m[0]) if m[0] is not None else ("local", m[1]) for m in block}
+    if len(keys) != 1 or not any(m[3] for m in block) or not any(m[4] or m[5] for m in block):
+        return None
+    if who.host and any(m[2] and not same_host(m[2], who.host) for m in block):
+        return None
+    rank = next((m[0] for m in block if m[0] is not None), None)
+    local = next((m[1] for m in block if m[1] is not None), None)
+    if launcher is not None and launcher.known():
+        # the launcher's own account of who failed first stands unless it is the same process
+        if launcher.rank is not None:
+            agrees = launcher.rank == rank
+        elif launcher.local_rank is not None:
+            agrees = launcher.local_rank in {local, rank_local.get(rank, rank) if rank is not None else None}
+        else:
+            agrees = True
+        if not agrees:
+            return None
+    name = f"rank {rank}" if rank is not None else f"local rank {local}"
+    return rank, local, (f"the failure's first line carries no rank prefix; {name} is the one process "
+                         "whose prefixed lines (its traceback) follow it")
 
 
 def _pick(whos: list[tuple[Evidence, _Who]], launcher: _Who | None) -> tuple[_Who, str]:

@@ -126,3 +126,82 @@ def test_started_by_counts_other_ranks_without_contradiction() -> None:
     assert line is not None and line.startswith("rank 3")
     assert "only process that printed it" in line and "1 other rank reported only its effects" in line
     assert "reported it too" not in line
+
+
+# A CUDA kernel's printf reaches stdout past torchrun's "[rankN]:" prefix; the traceback the same
+# process prints next carries it (ATen's IndexKernel.cu assertion, PyTorch 2.x torchrun output)
+_ASSERT = ('../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [{t},0,0] Assertion '
+           '`-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n')
+
+
+def _traceback(prefix: str, full: bool = True) -> str:
+    lines = ["Traceback (most recent call last):",
+             '  File "/workspace/train.py", line 211, in <module>',
+             "    main()",
+             '  File "/workspace/train.py", line 180, in main',
+             "    loss = model(**batch).loss"]
+    if full:
+        lines += ["RuntimeError: CUDA error: device-side assert triggered",
+                  "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                  "below might be incorrect.",
+                  "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+                  "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."]
+    return "".join(f"{prefix}{x}\n" for x in lines)
+
+
+def test_unprefixed_kernel_assert_takes_the_rank_of_the_one_traceback_after_it() -> None:
+    # DeepSpeed's pdsh puts the host first: the assertion names the host only, the traceback rank 3 too
+    text = "".join("worker-1: " + _ASSERT.format(t=t) for t in (64, 65, 66)) + \
+        "".join("worker-1: " + x + "\n" for x in _traceback("[rank3]: ").splitlines())
+    init = _init(text)
+    assert (init["rank"], init["host"]) == (3, "worker-1")
+    assert "no rank prefix" in init["reason"]
+
+
+def test_unprefixed_kernel_assert_before_a_cut_traceback_takes_its_rank() -> None:
+    # the excerpt ends inside the traceback: its prefix alone tells who printed the assertion
+    text = "".join(_ASSERT.format(t=t) for t in range(64, 96)) + _traceback("[rank3]: ", full=False)
+    assert _init(text)["rank"] == 3
+    # torchrun --tee: "[default3]:" is local rank 3
+    init = _init("".join(_ASSERT.format(t=t) for t in (64, 65)) + _traceback("[default3]:", full=False))
+    assert (init.get("rank"), init["local_rank"]) == (None, 3)
+
+
+def test_unprefixed_kernel_assert_followed_by_two_ranks_stays_unset() -> None:
+    text = "".join(_ASSERT.format(t=t) for t in (64, 65)) + _traceback("[rank3]: ") + _traceback("[rank5]: ")
+    init = _init(text)
+    assert init.get("rank") is None and init.get("local_rank") is None
+    pdsh = "".join(f"worker-1: {x}\n" for x in text.splitlines())
+    init = _init(pdsh)
+    assert init.get("rank") is None and init.get("local_rank") is None
+
+
+def test_an_unprefixed_traceback_of_its_own_does_not_take_the_next_rank() -> None:
+    # the unprefixed error closes its own traceback: the [rank4] traceback after it is another process's
+    init = _init(_traceback("") + _traceback("[rank4]: ", full=False))
+    assert init.get("rank") is None and init.get("local_rank") is None
+
+
+def test_torchrun_root_cause_still_names_the_rank_of_an_unprefixed_assert() -> None:
+    text = "".join(_ASSERT.format(t=t) for t in (64, 65)) + _traceback("") + (
+        "E1105 10:01:05.551000 140234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+        "local_rank: 3 (pid: 12348) of binary: /usr/bin/python\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n"
+        "  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-11-05_10:01:05\n"
+        "  host      : gpu-node-07\n"
+        "  rank      : 3 (local_rank: 3)\n"
+        "  exitcode  : 1 (pid: 12348)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n")
+    init = _init(text)
+    assert (init["rank"], init["host"]) == (3, "gpu-node-07")
+    assert "first observed failure" in init["reason"]
