@@ -360,7 +360,9 @@ def _is_secondary(sig: Signature, present: dict[str, _Group], library: Library) 
             for sid, g in present.items():
                 if sid != sig.id and g.sig.family == fam and sig.id not in g.sig.secondary_to:
                     return sid
-        elif ref in present and ref != sig.id:
+        elif ref in present and ref != sig.id and _echo_of(present[ref], present) != sig.id:
+            # ... unless that signature's lines only echo this one (internal-error defers to invalid
+            # usage, whose "Attempt to use communicator" after an internal error is that error's echo)
             return ref
     return None
 

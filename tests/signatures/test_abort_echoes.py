@@ -78,3 +78,17 @@ def test_a_hardware_xid_after_a_kill_is_still_the_diagnosis() -> None:
 def test_xid_45_alone_is_still_named() -> None:
     r = diagnose_texts([("node01.log", f"{XID45}\n")], workers=1)
     assert [d.signature for d in r.diagnoses] == ["xid-other"]
+
+
+def test_communicator_used_after_an_error_echoes_it_and_breaks_no_tie() -> None:
+    # nccl-internal-error defers to nccl-invalid-usage (a forced NCCL_ALGO), while invalid usage's "Attempt
+    # to use communicator" after the internal error is that error's echo: the internal error must lead
+    log = ("node4:901:966 [2] nccl_ofi_rdma.c:1353 NCCL WARN NET/OFI Unexpected status (2) for message 17\n"
+           "node4:901:966 [2] NCCL INFO transport/net.cc:1190 -> 3\n"
+           "node4:901:901 [2] init.cc:430 NCCL WARN Attempt to use communicator before the previous operation "
+           "returned ncclSuccess\n"
+           "RuntimeError: NCCL communicator encountered error set to ncclInternalError\n")
+    r = diagnose_texts([("rank2.log", log)], workers=1)
+    assert [d.signature for d in r.diagnoses][:2] == ["nccl-internal-error", "nccl-invalid-usage"]
+    assert r.diagnoses[0].level == Level.INITIATING
+    assert r.diagnoses[1].explained_by == "nccl-internal-error"
