@@ -105,6 +105,8 @@ def _complete(who: _Who, facts: Facts, sources: dict[str, SourceInfo]) -> None:
         if prompts:
             c = max(prompts, key=lambda c: c.line)
             who.host = c.values.get("host") or c.values.get("host2")
+    if who.rank is None and who.local_rank is None and facts.world_size == 1:
+        who.rank = 0  # a world of one process: whatever failed, it was rank 0
     if who.gpu is None and who.rank is not None:
         who.gpu = facts.rank_gpus.get(who.rank)
     if who.pid is None and who.rank is not None:

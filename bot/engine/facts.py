@@ -50,6 +50,9 @@ FACT_PATTERNS: list[FactPattern] = [
                 re.compile(r"size: (?P<size>\d+), global rank: (?P<rank>\d+)(?:.*?TIMEOUT\(ms\): (?P<timeout>\d+))?")),
     FactPattern("world_size", ("world_size", "world size", "world-size"),
                 re.compile(r"world[_ -]size\W{0,3}?[=: ]\s*(?P<v>\d+)", re.I), ignorecase=True),
+    # the Swin Transformer family's launcher check (Swin, InternImage, VMamba, ...): "RANK and WORLD_SIZE in environ: 0/1"
+    FactPattern("world_size", ("WORLD_SIZE in environ",),
+                re.compile(r"RANK and WORLD_SIZE in environ: \d+/(?P<v>\d+)")),
     # "gpu-node-1:1234:1300 [3] NCCL INFO comm 0x... rank 3 nranks 64 cudaDev 3 busId 1b000 - Init COMPLETE"
     # NCCL >= 2.19: "comm 0x... rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0". The
     # header (host:pid) is read apart: one optional prefix before a lazy `.*?` made this quadratic.

@@ -205,3 +205,13 @@ def test_torchrun_root_cause_still_names_the_rank_of_an_unprefixed_assert() -> N
     init = _init(text)
     assert (init["rank"], init["host"]) == (3, "gpu-node-07")
     assert "first observed failure" in init["reason"]
+
+
+def test_a_world_of_one_process_is_rank_zero() -> None:
+    log = ("RANK and WORLD_SIZE in environ: 0/1\n"
+           "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201, internal error, "
+           "NCCL version 2.14.3\nncclInternalError: Internal check failed.\nLast error:\n"
+           "Bootstrap : no socket interface found\n")
+    assert _init(log)["rank"] == 0
+    # the same failure in a world of eight does not say which rank
+    assert _init(log.replace("0/1", "0/8"))["rank"] is None
