@@ -314,6 +314,11 @@ def parse_line(line: str) -> LineContext:
         if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host")):
             ctx.host = m.group("host")
     if ctx.host is None:
+        m = _NCCL_TESTS.match(head)
+        if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host") or m.group("host2")):
+            ctx.host = m.group("host") or m.group("host2")
+            ctx.pid = ctx.pid or (int(m.group("pid")) if m.group("pid") else None)
+    if ctx.host is None:
         m = _RAY_NODE.search(head) or _LIBMLX5.search(head)
         if m and m.group("ip") != "host_unknown":
             ctx.host = m.group("ip")
@@ -323,6 +328,15 @@ def parse_line(line: str) -> LineContext:
         ctx.host = ctx.host or m.group("host")
     ctx.body = body
     return ctx
+
+
+# nccl-tests (src/common.h CUDACHECK / NCCLCHECK, common.cu) print the host name before their failures, with no
+# digit needed: "gpu: Test CUDA failure common.cu:1030 'system not yet initialized'", "node-a: Test NCCL failure
+# all_reduce.cu:44 'unhandled cuda error ...'", " .. gpu pid 3018: Test failure common.cu:937"
+_NCCL_TESTS = re.compile(
+    r"(?:(?P<host>[A-Za-z][\w.\-]*): Test (?:CUDA|NCCL) failure |\.\. (?P<host2>[A-Za-z][\w.\-]*) pid (?P<pid>\d+): "
+    r"Test failure )"
+)
 
 
 _NOT_HOSTS = re.compile(

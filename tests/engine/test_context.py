@@ -202,3 +202,12 @@ def test_env_settings_keep_their_whole_comma_list() -> None:
     env = diagnose_texts([("job.log", log)]).to_dict()["facts"]["env"]
     assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5_0,mlx5_1",
                    "NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "en,eth,em,bond"}
+
+
+def test_nccl_tests_failures_name_their_host_even_without_a_digit() -> None:
+    ctx = parse_line("gpu: Test CUDA failure common.cu:1030 'system not yet initialized'")
+    assert ctx.host == "gpu"
+    ctx = parse_line(" .. node-a pid 3018: Test failure common.cu:937")
+    assert (ctx.host, ctx.pid) == ("node-a", 3018)
+    # an ordinary "Word: message" line is no host
+    assert parse_line("RuntimeError: Test CUDA kernels failed").host is None
