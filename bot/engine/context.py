@@ -90,8 +90,9 @@ _QUOTE = re.compile(r">+ ?")
 _OMPI = re.compile(r"\[(?P<host>(?=[\w.\-]*[A-Za-z])[\w.\-]+):(?P<pid>\d+)(?: *:\d+:\d+)?\] ")
 # Ray: "(RayWorkerWrapper pid=1234, ip=10.0.0.1) ..." or "(pid=1234) ..."
 # vLLM's workers: "(VllmWorker rank=3 pid=1090) ...", "(VllmWorker TP1 pid=77) ...", "(Worker_TP1 pid=77) ..."
+# SkyPilot's tasks (on Ray): "(task, pid=13917) ...", "(worker1, rank=1, pid=2563, ip=10.128.0.3) ..."
 _RAY = re.compile(
-    r"\((?:[\w.]*?(?:_TP(?P<tp>\d+))?[\w.]* )?(?:(?:rank=|TP)(?P<rank>\d+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) "
+    r"\((?:[\w.]*?(?:_TP(?P<tp>\d+))?[\w.]*,? )?(?:(?:rank=|TP)(?P<rank>\d+),? )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) "
 )
 
 # --- markers found anywhere ---------------------------------------------------------------------

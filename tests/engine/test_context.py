@@ -211,3 +211,10 @@ def test_nccl_tests_failures_name_their_host_even_without_a_digit() -> None:
     assert (ctx.host, ctx.pid) == ("node-a", 3018)
     # an ordinary "Word: message" line is no host
     assert parse_line("RuntimeError: Test CUDA kernels failed").host is None
+
+
+def test_skypilot_task_prefixes_are_peeled() -> None:
+    ctx = parse_line("(worker1, rank=1, pid=2563, ip=10.128.0.3) RuntimeError: CUDA error: out of memory")
+    assert (ctx.rank, ctx.pid, ctx.host) == (1, 2563, "10.128.0.3")
+    assert ctx.body.startswith("RuntimeError")
+    assert parse_line("(task, pid=13917) ValueError: Bfloat16 is only supported").body.startswith("ValueError")
