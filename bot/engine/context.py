@@ -315,6 +315,12 @@ def parse_line(line: str) -> LineContext:
         if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host")):
             ctx.host = m.group("host")
     if ctx.host is None:
+        # a kernel log line quoted by a monitor or alert after its own words ("Xid errors on instance: h1,
+        # Error: May 19 07:08:57 h1 kernel: [680111.6] NVRM: Xid ...")
+        m = _SYSLOG_KERNEL.search(head, 0, 240)
+        if m and m.group("mon").lower() in _MONTHS and not _PLACEHOLDER_HOST.fullmatch(m.group("host")):
+            ctx.host = m.group("host")
+    if ctx.host is None:
         m = _NCCL_TESTS.match(head)
         if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host") or m.group("host2")):
             ctx.host = m.group("host") or m.group("host2")
@@ -331,6 +337,7 @@ def parse_line(line: str) -> LineContext:
     return ctx
 
 
+_SYSLOG_KERNEL = re.compile(r"\b(?P<mon>[A-Z][a-z]{2}) +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (?P<host>[\w.\-]+) kernel: ")
 # nccl-tests (src/common.h CUDACHECK / NCCLCHECK, common.cu) print the host name before their failures, with no
 # digit needed: "gpu: Test CUDA failure common.cu:1030 'system not yet initialized'", "node-a: Test NCCL failure
 # all_reduce.cu:44 'unhandled cuda error ...'", " .. gpu pid 3018: Test failure common.cu:937"

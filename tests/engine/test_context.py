@@ -218,3 +218,9 @@ def test_skypilot_task_prefixes_are_peeled() -> None:
     assert (ctx.rank, ctx.pid, ctx.host) == (1, 2563, "10.128.0.3")
     assert ctx.body.startswith("RuntimeError")
     assert parse_line("(task, pid=13917) ValueError: Bfloat16 is only supported").body.startswith("ValueError")
+
+
+def test_a_kernel_line_quoted_after_a_monitors_words_names_its_host() -> None:
+    ctx = parse_line("Xid errors on instance: ip-26-0-146-100, Error: May 19 07:08:57 ip-26-0-146-100 kernel: "
+                     "[680111.646286] NVRM: Xid (PCI:0000:10:1c): 63, pid=1850, Row Remapper: New row marked")
+    assert ctx.host == "ip-26-0-146-100"
