@@ -489,6 +489,18 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _BARE_FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s+File \".*\", line \d+|\s+\^+\s*$)")
 
 
+@dataclass
+class _Mark:
+    """What one line after the failure's unprefixed line tells of the process that printed it."""
+
+    rank: int | None
+    local_rank: int | None
+    host: str | None
+    prefixed: bool = False  # torchrun's "[rankN]:" / "[defaultN]:" prefix
+    same_failure: bool = False  # a line of the failure itself
+    traceback: bool = False  # a traceback header
+
+
 def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
                     launcher: _Who | None, rank_local: dict[int, int]) -> tuple[int | None, int | None, str] | None:
     """The rank of the one process whose prefixed traceback follows the failure's unprefixed line.
@@ -503,17 +515,16 @@ def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
     if who.source is None or who.line is None or who.pid is not None or who.gpu is not None:
         return None
     start = who.line
-    # line -> [rank, local rank, host, torchrun-prefixed, the same failure, a traceback header]
-    marks: dict[int, list[Any]] = {}
+    marks: dict[int, _Mark] = {}
     own = {(e.source, e.line) for e in evs}
 
     def mark(line: int, text: str, ctx: Any, same: bool) -> None:
         if line <= start or (ctx.rank is None and ctx.local_rank is None):
             return
-        m = marks.setdefault(line, [ctx.rank, ctx.local_rank, ctx.host, False, False, False])
-        m[3] = m[3] or bool(_RANK_PREFIX.match(text))
-        m[4] = m[4] or same
-        m[5] = m[5] or bool(_TRACEBACK.search(text))
+        m = marks.setdefault(line, _Mark(ctx.rank, ctx.local_rank, ctx.host))
+        m.prefixed = m.prefixed or bool(_RANK_PREFIX.match(text))
+        m.same_failure = m.same_failure or same
+        m.traceback = m.traceback or bool(_TRACEBACK.search(text))
 
     later = [e for e in all_evs if e.source == who.source and e.line + len(e.after) > start]
     if any(e.line == start and any(_BARE_FRAME.match(b) for b in e.before) for e in later):
@@ -540,13 +551,13 @@ def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
     if first - end > _BORROW_WINDOW:
         return None
     block = [m for line, m in marks.items() if line <= first + _BORROW_WINDOW]
-    keys = {("rank", m[0]) if m[0] is not None else ("local", m[1]) for m in block}
-    if len(keys) != 1 or not any(m[3] for m in block) or not any(m[4] or m[5] for m in block):
+    keys = {("rank", m.rank) if m.rank is not None else ("local", m.local_rank) for m in block}
+    if len(keys) != 1 or not any(m.prefixed for m in block) or not any(m.same_failure or m.traceback for m in block):
         return None
-    if who.host and any(m[2] and not same_host(m[2], who.host) for m in block):
+    if who.host and any(m.host and not same_host(m.host, who.host) for m in block):
         return None
-    rank = next((m[0] for m in block if m[0] is not None), None)
-    local = next((m[1] for m in block if m[1] is not None), None)
+    rank = next((m.rank for m in block if m.rank is not None), None)
+    local = next((m.local_rank for m in block if m.local_rank is not None), None)
     if launcher is not None and launcher.known():
         # the launcher's own account of who failed first stands unless it is the same process
         if launcher.rank is not None:

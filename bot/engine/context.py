@@ -322,8 +322,9 @@ def parse_line(line: str) -> LineContext:
             ctx.host = m.group("host")
     if ctx.host is None:
         m = _NCCL_TESTS.match(head)
-        if m and not _PLACEHOLDER_HOST.fullmatch(m.group("host") or m.group("host2")):
-            ctx.host = m.group("host") or m.group("host2")
+        host = m and (m.group("host") or m.group("host2"))
+        if m and host and not _PLACEHOLDER_HOST.fullmatch(host):
+            ctx.host = host
             ctx.pid = ctx.pid or (int(m.group("pid")) if m.group("pid") else None)
     if ctx.host is None:
         m = _RAY_NODE.search(head) or _LIBMLX5.search(head)
