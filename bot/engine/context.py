@@ -38,10 +38,14 @@ _ISO_SYSLOG = re.compile(
     rf"(?!{_LEVEL})(?P<host>[\w.\-]+) (?!{_LEVEL})(?P<proc>kernel|[\w.\-/@]+(?:\[\d+\])?): "
 )
 # a bare timestamp some launchers and log shippers put first: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:...",
-# "[2026-04-18 12:45:41] gpu002:704798:704908 [0] ..."
+# "[2026-04-18 12:45:41] gpu002:704798:704908 [0] ..."; SGLang's processes add their parallel ranks inside the
+# bracket: "[2025-02-21 22:59:28 TP0] ...", "[... DP1 TP3]", "[... TP2 PP1]", "[... TP5 EP5]"
 _TS_PREFIX = re.compile(
-    r"(?P<open>\[)?(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)(?(open)\]):? "
+    r"(?P<open>\[)?(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"(?(open)(?P<par>(?: (?:DP|TP|PP|EP|CP)\d{1,5}){1,4})?\]):? "
 )
+# the TP rank is the process's global rank only with one data-parallel replica and one pipeline stage
+_SGLANG_TP = re.compile(r"^(?! DP)(?: TP(?P<tp>\d+))(?!.* PP[1-9])")
 # dmesg: "[12345.678901] NVRM: ..." and dmesg -T: "[Wed Jun 26 05:06:30 2024] NVRM: ..."
 _DMESG = re.compile(r"\[\s*(?P<uptime>\d+\.\d+)\] ")
 _DMESG_T = re.compile(
@@ -172,6 +176,9 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             if "host" in m.groupdict():
                 ctx.host = ctx.host or m.group("host")
+            tp = _SGLANG_TP.match(m.group("par") or "") if "par" in m.groupdict() else None
+            if tp and ctx.rank is None:
+                ctx.rank = int(tp.group("tp"))
             iso = _ISO.match(m.group("iso"))
             if iso and ctx.timestamp is None:
                 y, mo, d = (int(x) for x in iso.group("date").split("-"))

@@ -40,6 +40,11 @@ CASES = [
     ("rdma-test-gpu-worker-1: rdma-test-gpu-worker-1:2918:4483 [4] init.cc:263 NCCL WARN Cuda failure",
      "rdma-test-gpu-worker-1", 2918, None, None, 4),
     ("(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: x", None, 1090, 3, None, None),
+    # SGLang's process prefix: the TP rank is the global rank with one replica and one pipeline stage
+    ("[2025-02-21 22:59:28 TP0] Scheduler hit an exception: Traceback", None, None, 0, None, None),
+    ("[2025-02-21 22:59:28 TP5 EP5] RuntimeError: x", None, None, 5, None, None),
+    ("[2025-02-21 22:59:28 DP1 TP3] RuntimeError: x", None, None, None, None, None),
+    ("[2025-02-21 22:59:28 TP2 PP1] RuntimeError: x", None, None, None, None, None),
     ("[note8:86717] *** Process received signal ***", "note8", 86717, None, None, None),  # Open MPI
     ("RuntimeError: [2]: params[4] in this process with sizes [243, 256] appears not to match", None, None, 2, None, None),
     ("11月 15 14:15:47 leon-NF5468M6 nv-fabricmanager[4177]: request to query NVSwitch", "leon-NF5468M6", None, None, None, None),
