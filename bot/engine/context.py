@@ -138,7 +138,12 @@ _LIBMLX5 = re.compile(r"\bmlx5: (?P<ip>[\w.\-]+): got completion with error")
 # key=value fields that name the machine: CNTK's "CUBLAS failure 13: ... ; GPU=1 ; hostname=rg404.bbn.com ;",
 # logfmt's "host=gpu-node-7"
 _HOST_FIELD = re.compile(r"\bhost(?:name)?=(?P<host>" + _HOSTNAME + r")(?![\w.\-])")
-_SLURM_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON (?P<host>[\w.\-]+) ")
+# slurmstepd's kill notice names the node: "*** JOB 6398 ON node12 CANCELLED AT 2024-... ***"; Slurm 14 and older
+# put it last: "*** JOB 6398 CANCELLED AT 2015-09-04T16:40:47 *** on a1a-u2-c10-b1"
+_SLURM_JOB = re.compile(
+    r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? (?:ON (?P<host>[\w.\-]+) "
+    r"|(?=[A-Z][A-Z ]{1,40} AT \S+(?: DUE TO [A-Z ]{1,40})? \*\*\* on (?P<host2>[\w.\-]+)))"
+)
 
 _NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker|process)[-_.]?(?P<rank>\d{1,5})(?:\D|$)", re.I)
 _NAME_HOST = re.compile(r"^(?P<host>(?=[\w\-]*\d)[A-Za-z][\w\-]*?)(?:[._-](?:out|err|log|stdout|stderr))*$")
@@ -340,7 +345,7 @@ def parse_line(line: str) -> LineContext:
     m = _SLURM_JOB.search(head)
     if m:
         ctx.job_id = m.group("job")
-        ctx.host = ctx.host or m.group("host")
+        ctx.host = ctx.host or m.group("host") or m.group("host2")
     ctx.body = body
     return ctx
 

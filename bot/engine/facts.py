@@ -129,6 +129,9 @@ CLUE_PATTERNS: list[FactPattern] = [
     # Horovod's stall inspector: "HorovodBroadcast_conv1_0 [missing ranks: 0]" — the rank that never submitted
     FactPattern("clue:hvd_missing", ("[missing ranks: ",),
                 re.compile(r"\[missing ranks: (?P<ranks>\d+(?:, ?\d+)*)\]")),
+    # slurmstepd's kill notice, "*** JOB 6398 ON node12 CANCELLED AT ... ***": the node the job's batch step ran on
+    # (read for its context's host, so that a one-node job's failure is put on its node)
+    FactPattern("clue:slurm_job", ("*** JOB ", "*** STEP "), re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)")),
     # TGI's launcher: "ERROR text_generation_launcher: Shard 0 failed to start"
     FactPattern("clue:shard_failed", ("failed to start",),
                 re.compile(r"\bShard (?P<rank>\d+) failed to start")),

@@ -49,6 +49,9 @@ CASES = [
     ("RuntimeError: [2]: params[4] in this process with sizes [243, 256] appears not to match", None, None, 2, None, None),
     ("11月 15 14:15:47 leon-NF5468M6 nv-fabricmanager[4177]: request to query NVSwitch", "leon-NF5468M6", None, None, None, None),
     ("slurmstepd-falkor7: error: Detected 1 oom_kill event in StepId=848444.0.", "falkor7", None, None, None, None),
+    # slurmstepd's kill notice, both orders (Slurm 14 and older name the node after the closing ***)
+    ("slurmstepd: error: *** JOB 1234 ON gpu-7 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "gpu-7", None, None, None, None),
+    ("slurmstepd: *** JOB 6398 CANCELLED AT 2015-09-04T16:40:47 *** on a1a-u2-c10-b1", "a1a-u2-c10-b1", None, None, None, None),
     # device names in the host's place are not hosts
     ("nvidia-nvswitch3: SXid (PCI:0000:c6:00.0): 12028, Non-fatal, Link 36 egress non-posted PRIV error", None, None, None, None, None),
     ("mlx5: host_unknown: got completion with error:", None, None, None, None, None),
