@@ -59,7 +59,8 @@ _MPI_TAG = re.compile(
     r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"
 )
 # torchrun --tee / local_ranks_filter: "[rank3]:" ; "[default3]:" is role "default", local rank 3
-_TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]: ?")
+# (and "[rank391] NCCL error: ..." where a paste or a program's own print drops the colon)
+_TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\](?:: ?| )")
 # Lightning's rank_prefixed_message: "[rank: 1] Child process with PID 2977 terminated with code 4. ..."
 _LIGHTNING = re.compile(r"\[rank: (?P<rank>\d+)\] ")
 _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -85,6 +86,9 @@ _CRI = re.compile(
 _COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.\-]*) +\| ")
 # stream tags glued to each line by Azure ML and some launchers: "[stderr]ModuleNotFoundError: ..."
 _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
+# docker build (BuildKit) output: each line of a RUN step behind the seconds since the step began, with the
+# step number in plain progress mode: "#8 129.5 ModuleNotFoundError: ...", "129.5     ModuleNotFoundError: ..."
+_BUILDKIT = re.compile(r"(?:#\d{1,4} )?\d{1,6}\.\d (?=\S|\s+\S)")
 # a log quoted in markdown: "> node201:127799:127863 [0] ... NCCL WARN ..."
 _QUOTE = re.compile(r">+ ?")
 # Open MPI's own messages: "[note8:86717] *** Process received signal ***"; UCX's signal handler:
@@ -233,6 +237,10 @@ def _peel(body: str, ctx: LineContext) -> str:
         m = _STREAM_TAG.match(body)
         if m:
             body = body[m.end():]
+            continue
+        m = _BUILDKIT.match(body)
+        if m:
+            body = body[m.end():].lstrip()
             continue
         m = _QUOTE.match(body)
         if m:

@@ -155,6 +155,8 @@ class Matcher:
         ctx, captures, start, end = seen
         if ctx.rank is None and ctx.host is None and hit.before and continues(hit.before[-1], text, ctx):
             ctx = ctx.merged_with(parse_line(hit.before[-1]))  # a wrapped line: who printed its first half
+        elif ctx.rank is None and ctx.host is None and hit.before and _LAST_ERROR.search(hit.before[-1]):
+            ctx = ctx.merged_with(_wrapper_printer(hit.before))
         if pat.context and pat.context_regex is not None:
             around = "\n".join(hit.before + [text] + hit.after)
             try:
@@ -283,6 +285,21 @@ class Matcher:
         assert ctx is not None
         captures = {k: v for k, v in m.groupdict().items() if v is not None}
         return ctx, captures, m.start() + shift, m.end() + shift
+
+
+# NCCL's error text as c10d and JAX raise it spans lines: "[rank391] NCCL error: remote process exited ...",
+# "ncclRemoteError: ...", "Last error:", then NCCL's last WARN, which carries no prefix of its own
+_LAST_ERROR = re.compile(r"\bLast error:\s*$")
+
+
+def _wrapper_printer(before: list[str]) -> LineContext:
+    """Who printed the error message whose "Last error:" payload this line is: the nearest of the message's
+    first lines (up to three above) that names a rank or host."""
+    for prev in reversed(before[-4:]):
+        ctx = parse_line(prev)
+        if ctx.rank is not None or ctx.host is not None:
+            return ctx
+    return LineContext()
 
 
 def make_matcher(library: Library, backend: str | None = None) -> Matcher:

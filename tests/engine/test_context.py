@@ -72,6 +72,13 @@ def test_stream_tags_are_peeled() -> None:
     assert parse_line("[stdout] 3: RuntimeError: boom").rank == 3
 
 
+def test_docker_build_step_times_are_peeled() -> None:
+    # BuildKit prints each RUN line behind the step's seconds (and "#N" in plain progress mode)
+    assert parse_line("129.5     ModuleNotFoundError: No module named 'nemo.x'").body == "ModuleNotFoundError: No module named 'nemo.x'"
+    assert parse_line("#8 12.3 RuntimeError: boom").body == "RuntimeError: boom"
+    assert parse_line("[rank391] NCCL error: remote process exited").rank == 391
+
+
 def test_container_log_prefixes_are_peeled() -> None:
     cri = parse_line("2025-07-25T07:53:08.217488644+08:00 stdout F [rank3]: KeyError: 'labels'")
     assert (cri.body, cri.rank, cri.timestamp) == ("KeyError: 'labels'", 3, datetime(2025, 7, 25, 7, 53, 8, 217488))
