@@ -45,7 +45,7 @@ _TS_PREFIX = re.compile(
     r"(?(open)(?P<par>(?: (?:DP|TP|PP|EP|CP)\d{1,5}){1,4})?\]):? "
 )
 # the TP rank is the process's global rank only with one data-parallel replica and one pipeline stage
-_SGLANG_TP = re.compile(r"^(?! DP)(?: TP(?P<tp>\d+))(?!.* PP[1-9])")
+_SGLANG_TP = re.compile(r"^ TP(?P<tp>\d+)(?!.* PP[1-9])")
 # dmesg: "[12345.678901] NVRM: ..." and dmesg -T: "[Wed Jun 26 05:06:30 2024] NVRM: ..."
 _DMESG = re.compile(r"\[\s*(?P<uptime>\d+\.\d+)\] ")
 _DMESG_T = re.compile(
@@ -88,7 +88,7 @@ _COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.\-]*) +\| ")
 _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 # docker build (BuildKit) output: each line of a RUN step behind the seconds since the step began, with the
 # step number in plain progress mode: "#8 129.5 ModuleNotFoundError: ...", "129.5     ModuleNotFoundError: ..."
-_BUILDKIT = re.compile(r"(?:#\d{1,4} )?\d{1,6}\.\d (?=\S|\s+\S)")
+_BUILDKIT = re.compile(r"(?:#\d{1,4} )?\d{1,6}\.\d (?=\s*\S)")
 # a log quoted in markdown: "> node201:127799:127863 [0] ... NCCL WARN ..."
 _QUOTE = re.compile(r">+ ?")
 # Open MPI's own messages: "[note8:86717] *** Process received signal ***"; UCX's signal handler:
