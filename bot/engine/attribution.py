@@ -399,11 +399,12 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
                      and top.sig.family in ("distributed", "communication")))]
     if top.level == Level.INITIATING and not gone:
         who, reason = _from_own_lines(evs, facts, sources, launcher)
-        if who.rank is None and who.local_rank is None:
-            borrowed = _following_rank(who, evs, [e for g in groups for e in g.evidence], launcher,
-                                        facts.rank_local)
+        all_evs = [e for g in groups for e in g.evidence]
+        if who.rank is None and (who.local_rank is None or _lone_process(who, all_evs, facts)):
+            borrowed = _following_rank(who, evs, all_evs, launcher, facts)
             if borrowed is not None:
-                who.rank, who.local_rank, why = borrowed
+                who.rank, local, why = borrowed
+                who.local_rank = local if local is not None else who.local_rank
                 _complete(who, facts, sources)
                 reason = why
         if not who.known() and launcher is not None and launcher.known():
@@ -502,7 +503,7 @@ class _Mark:
 
 
 def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
-                    launcher: _Who | None, rank_local: dict[int, int]) -> tuple[int | None, int | None, str] | None:
+                    launcher: _Who | None, facts: Facts) -> tuple[int | None, int | None, str] | None:
     """The rank of the one process whose prefixed traceback follows the failure's unprefixed line.
 
     A CUDA kernel's printf (`IndexKernel.cu:92: ... Assertion ... failed.`) goes straight to the
@@ -512,7 +513,9 @@ def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
     lines) name exactly one rank, and that rank's lines there are torchrun-prefixed and hold a
     traceback or the same failure. An unprefixed line that closes a traceback of its own is another
     process's report; two ranks there leave it unknown."""
-    if who.source is None or who.line is None or who.pid is not None or who.gpu is not None:
+    if who.source is None or who.line is None:
+        return None
+    if (who.pid is not None or who.gpu is not None) and not _lone_process(who, all_evs, facts):
         return None
     start = who.line
     marks: dict[int, _Mark] = {}
@@ -558,12 +561,15 @@ def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
         return None
     rank = next((m.rank for m in block if m.rank is not None), None)
     local = next((m.local_rank for m in block if m.local_rank is not None), None)
+    dev = who.local_rank if who.local_rank is not None else who.gpu
+    if dev is not None and (rank is None or (local is not None and local != dev) or rank < dev):
+        return None  # the NCCL header's device and the traceback's rank must fit one process
     if launcher is not None and launcher.known():
         # the launcher's own account of who failed first stands unless it is the same process
         if launcher.rank is not None:
             agrees = launcher.rank == rank
         elif launcher.local_rank is not None:
-            agrees = launcher.local_rank in {local, rank_local.get(rank, rank) if rank is not None else None}
+            agrees = launcher.local_rank in {local, facts.rank_local.get(rank, rank) if rank is not None else None}
         else:
             agrees = True
         if not agrees:
@@ -571,6 +577,18 @@ def _following_rank(who: _Who, evs: list[Evidence], all_evs: list[Evidence],
     name = f"rank {rank}" if rank is not None else f"local rank {local}"
     return rank, local, (f"the failure's first line carries no rank prefix; {name} is the one process "
                          "whose prefixed lines (its traceback) follow it")
+
+
+def _lone_process(who: _Who, all_evs: list[Evidence], facts: Facts) -> bool:
+    """The failure's NCCL header names a process, no rank, and no other process prints in its file (evidence,
+    or the NCCL headers the facts keep): NCCL's WARN goes out unprefixed while torchrun prefixes the same
+    process's traceback (`[rank9]: Traceback`)."""
+    if who.pid is None or who.rank is not None:
+        return False
+    procs = {(e.context.host, e.context.pid) for e in all_evs if e.source == who.source and e.context.pid is not None}
+    procs |= {(c.values.get("host"), int(c.values["pid"])) for c in facts.clues
+              if c.kind == "proc_header" and c.source == who.source}
+    return procs == {(who.host, who.pid)}
 
 
 def _pick(whos: list[tuple[Evidence, _Who]], launcher: _Who | None) -> tuple[_Who, str]:

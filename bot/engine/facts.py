@@ -149,9 +149,11 @@ CLUE_PATTERNS: list[FactPattern] = [
     # lines NCCL prints a bounded number of times per process at start-up: they tie a pid to its host
     FactPattern("clue:proc_header", ("Setting affinity for GPU", "NCCL version", "NCCL WARN"),
                 re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] ")),
-    # a shell prompt pasted with the output: "[root@gpu-node-3 ~]# nvidia-smi", "alice@dgx01:~$ dmesg"
+    # a shell prompt pasted with the output: "[root@gpu-node-3 ~]# nvidia-smi", "alice@dgx01:~$ dmesg"; not one
+    # whose command runs elsewhere ("alice@login1:~$ srun -p gpu ...": the output comes from the compute node)
     FactPattern("clue:prompt", ("~]#", "~]$", ":~$", ":~#"),
-                re.compile(r"^\s*(?:\[[\w.\-]+@(?P<host>[\w.\-]+) ~\][#$]|[\w.\-]+@(?P<host2>[\w.\-]+):~[#$])")),
+                re.compile(r"^\s*(?:\[[\w.\-]+@(?P<host>[\w.\-]+) ~\][#$]|[\w.\-]+@(?P<host2>[\w.\-]+):~[#$])"
+                           r"(?!\s*(?:sudo\s+)?(?:srun|salloc|sbatch|ssh|mpirun|mpiexec|pdsh|clush|kubectl)\b)")),
     # torch elastic, newer wording of the teardown: "Closing process 1234 via signal SIGTERM"
     FactPattern("clue:elastic_closing", ("via signal SIG",),
                 re.compile(r"Closing process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")),

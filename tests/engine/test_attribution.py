@@ -34,6 +34,35 @@ def test_srun_teardown_kills_are_not_the_start() -> None:
     assert (init["rank"], init["host"]) == (0, "nid003053")
 
 
+def test_a_prompt_that_runs_srun_does_not_name_the_login_node() -> None:
+    # the output after "user@login:~$ srun ..." comes from the compute node srun names, not the login node
+    init = _init(
+        "ilb@login-1:~$ srun -p dev --container-image=nvcr.io#nvidia/pytorch:23.08-py3 --pty bash\n"
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=1054.0. Some of the step tasks have been OOM Killed.\n"
+        "srun: error: gpu-7: task 0: Out Of Memory\n"
+    )
+    assert init["host"] == "gpu-7"
+    local = _init("ilb@gpu-3:~$ sudo dmesg | tail\n"
+                  "[1038.1] Out of memory: Killed process 4242 (python) total-vm:100kB, anon-rss:90kB\n")
+    assert local["host"] == "gpu-3"
+
+
+def test_a_lone_nccl_process_takes_the_rank_of_its_prefixed_traceback() -> None:
+    # NCCL's WARN goes out unprefixed; torchrun prefixes the same process's traceback
+    head = ("node-10:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> "
+            "message truncated : receiving 4 bytes instead of 2. If you believe your socket network is in healthy "
+            "state, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) "
+            "between ranks\n")
+    tb = ("[rank{r}]: Traceback (most recent call last):\n"
+          "[rank{r}]:   File \"/w/pretrain_gpt.py\", line 301, in <module>\n"
+          "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage\n")
+    assert _init(head + tb.format(r=9))["rank"] == 9
+    # a rank that cannot be the device's process (rank 0 on GPU 1), or a second NCCL process: unknown
+    assert _init(head + tb.format(r=0)).get("rank") is None
+    other = "node-10:74738:74738 [2] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    assert _init(other + head + tb.format(r=9)).get("rank") != 9
+
+
 def test_deepspeed_launcher_local_rank_is_not_the_failed_one() -> None:
     # DeepSpeed prints the cmd of the last process it spawned, whichever one failed
     init = _init(
