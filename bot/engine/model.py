@@ -163,7 +163,10 @@ class Diagnosis:
 
     def to_dict(self, max_evidence: int = 20) -> dict[str, Any]:
         return {
-            "signature": self.signature,
+            # a finer signature reports its taxonomy parent as the id tools and scorers key on, and its own id
+            # as the variant (taxonomy rule: a split must map back to the canonical id)
+            "signature": self.parent or self.signature,
+            "variant": self.signature if self.parent else None,
             "title": self.title,
             "family": self.family,
             "parent": self.parent,
@@ -252,11 +255,19 @@ class Report:
     # what the report was built from, so probe results can be fused in later (never serialised)
     basis: Any = field(default=None, repr=False, compare=False)
 
+    def _initiating_dict(self) -> dict[str, Any] | None:
+        if self.initiating is None:
+            return None
+        out = self.initiating.to_dict()
+        canon = {d.signature: d.parent for d in self.diagnoses if d.parent}
+        out["signature"] = canon.get(out["signature"], out["signature"])
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The `triage diagnose --json` contract. Extend it, never break it."""
         return {
             "diagnoses": [d.to_dict() for d in self.diagnoses],
-            "initiating": self.initiating.to_dict() if self.initiating else None,
+            "initiating": self._initiating_dict(),
             "next_action": self.next_action.render() if self.next_action else None,
             "next_action_detail": self.next_action.to_dict() if self.next_action else None,
             "missing_facts": list(self.missing_facts),

@@ -283,3 +283,14 @@ def test_non_fatal_sxids_do_not_outrank_the_gpu_that_failed() -> None:
     ]) + "\n"
     r = diagnose_texts([("dmesg.txt", log)], workers=1)
     assert [d.signature for d in r.diagnoses][:2] == ["gpu-rm-init-adapter-failed", "nvswitch-sxid"]
+
+
+def test_a_finer_signature_reports_its_taxonomy_parent_in_the_json() -> None:
+    # scorers and other tools key on `signature`: a split of a taxonomy id gives the parent there, itself as variant
+    report = diagnose_texts([("job.log", "node1:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_3:1 "
+                                         "Got async error event: port error\n")], workers=1)
+    assert report.diagnoses[0].signature == "nccl-ib-port-error"
+    top = report.to_dict()["diagnoses"][0]
+    assert (top["signature"], top["variant"], top["parent"]) == ("nccl-ib-completion-error", "nccl-ib-port-error",
+                                                                 "nccl-ib-completion-error")
+    assert report.to_dict()["initiating"]["signature"] == "nccl-ib-completion-error"
