@@ -171,12 +171,20 @@ def _first_exit(facts: Facts) -> tuple[_Who, str] | None:
         c = first[0]
         return _Who(rank=int(c.values["rank"]), source=c.source, line=c.line), \
             f"mpirun names process rank {c.values['rank']} as the first to exit non-zero"
+    aborts = _clues(facts, "mpi_abort")
+    if aborts:
+        c = aborts[0]
+        rank = int(c.values.get("rank") or c.values["rank2"])
+        return _Who(rank=rank, source=c.source, line=c.line, timestamp=c.context.timestamp), \
+            f"rank {rank} is the first process that called MPI_Abort"
     hydra = _clues(facts, "mpi_hydra")
     if hydra:
         c = hydra[0]
-        return _Who(rank=int(c.values["rank"]), host=c.values["host"], pid=int(c.values["pid"]),
+        rank_s = c.values.get("rank")
+        who = f"rank {rank_s} on {c.values['host']}" if rank_s else f"pid {c.values['pid']} on {c.values['host']}"
+        return _Who(rank=int(rank_s) if rank_s else None, host=c.values["host"], pid=int(c.values["pid"]),
                     source=c.source, line=c.line), \
-            f"mpiexec (Hydra) names rank {c.values['rank']} on {c.values['host']} as the process that ended badly"
+            f"mpiexec (Hydra) names {who} as the process that ended badly"
     ds = [c for c in _clues(facts, "ds_exit") if c.context.host and c.values["code"] != "0"]
     if ds:
         c = min(ds, key=lambda c: (c.context.timestamp or datetime.max, c.order))
@@ -210,7 +218,7 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
                     "reports": 1, "source": reporter.source, "line": reporter.line})
 
     for c in _clues(facts, "hvd_missing"):
-        ranks = c.values["ranks"].replace(" ", "").split(",")
+        ranks = (c.values.get("ranks") or c.values["ranks2"]).replace(" ", "").split(",")
         if len(ranks) == 1:
             add("rank", int(ranks[0]), "named by Horovod's stall report as the rank that never submitted the tensor",
                 c, True)
@@ -225,7 +233,9 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
     for c in _clues(facts, "proxy_rank"):
         add("rank", int(c.values["rank"]), "its NCCL proxy stopped answering a peer", c, True)
     names = known_hosts(facts)
-    names += [h for h in evidence_hosts if not _IP.match(h) and short(h) not in {short(n) for n in names}]
+    for h in evidence_hosts:  # once each: a host with several evidence lines is still one other host
+        if not _IP.match(h) and short(h) not in {short(n) for n in names}:
+            names.append(h)
     for c in _clues(facts, "peer_host"):
         peer = _host_of(c.values.get("peer") or c.values.get("peer2") or "", c.context.host, names, facts)
         if peer:  # the reporter's own host too: another process there went away

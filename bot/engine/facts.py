@@ -91,9 +91,14 @@ CLUE_PATTERNS: list[FactPattern] = [
     # Open MPI 5 / PRRTE: "Process name: [prterun-node1-4242@1,3]"
     FactPattern("clue:mpi_first", ("Process name: [",),
                 re.compile(r"Process name: \[(?:\[\d+,\d+\],|[\w.\-]+@\d+,)(?P<rank>\d+)\]")),
-    # MPICH / Intel MPI (Hydra): "=   RANK 3 PID 4242 RUNNING AT node12"
+    # MPICH / Intel MPI (Hydra): "=   RANK 3 PID 4242 RUNNING AT node12" (MPICH 3.x: "=   PID 4242 RUNNING AT node12")
     FactPattern("clue:mpi_hydra", ("RUNNING AT ",),
-                re.compile(r"=\s+RANK (?P<rank>\d+) PID (?P<pid>\d+) RUNNING AT (?P<host>[\w.\-]+)")),
+                re.compile(r"=\s+(?:RANK (?P<rank>\d+) )?PID (?P<pid>\d+) RUNNING AT (?P<host>[\w.\-]+)")),
+    # the process that called MPI_Abort: Open MPI "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
+    # MPICH "Abort(1) on node 1 (rank 1 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1) - process 1"
+    FactPattern("clue:mpi_abort", ("MPI_ABORT was invoked on rank ", "application called MPI_Abort"),
+                re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d+) in communicator"
+                           r"|\(rank (?P<rank2>\d+) in comm \d+\): application called MPI_Abort")),
     # DeepSpeed's launcher, one per node (pdsh puts "host: " first): a child of this node exited non-zero.
     # Its "--local_rank=N" is the last child it spawned, not the failed one, so only the host counts.
     FactPattern("clue:ds_exit", ("exits with return code",),
@@ -126,9 +131,11 @@ CLUE_PATTERNS: list[FactPattern] = [
     # "gpu-2:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>", "Bootstrap : Using eth0:10.0.0.2<0>"
     FactPattern("clue:host_address", (" : Using ",),
                 re.compile(r"(?:Bootstrap|NET/Socket|NET/IB) ?: Using (?:\[\d+\])?[\w.\-]+:(?P<addr>[\d.]+|[\da-fA-F:]+)<\d+>")),
-    # Horovod's stall inspector: "HorovodBroadcast_conv1_0 [missing ranks: 0]" — the rank that never submitted
-    FactPattern("clue:hvd_missing", ("[missing ranks: ",),
-                re.compile(r"\[missing ranks: (?P<ranks>\d+(?:, ?\d+)*)\]")),
+    # Horovod's stall inspector: "HorovodBroadcast_conv1_0 [missing ranks: 0]" — the rank that never submitted;
+    # 0.21+ lists them under "Missing ranks:" one a line, "0: [cond_1/.../HorovodAllreduce_grads_0]"
+    FactPattern("clue:hvd_missing", ("[missing ranks: ", "/Horovod", ": [Horovod"),
+                re.compile(r"\[missing ranks: (?P<ranks>\d+(?:, ?\d+)*)\]"
+                           r"|^(?P<ranks2>\d+): \[[^\]\n]*\bHorovod(?:Allreduce|Allgather|Broadcast|Alltoall|Reducescatter)")),
     # slurmstepd's kill notice, "*** JOB 6398 ON node12 CANCELLED AT ... ***": the node the job's batch step ran on
     # (read for its context's host, so that a one-node job's failure is put on its node)
     FactPattern("clue:slurm_job", ("*** JOB ", "*** STEP "), re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)")),
