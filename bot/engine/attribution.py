@@ -410,7 +410,8 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
     if top.level == Level.INITIATING and not gone:
         who, reason = _from_own_lines(evs, facts, sources, launcher)
         all_evs = [e for g in groups for e in g.evidence]
-        if who.rank is None and (who.local_rank is None or _lone_process(who, all_evs, facts)):
+        # a known local rank is only bettered by the traceback of the same (lone) process: _following_rank checks
+        if who.rank is None and (who.local_rank is None or who.pid is not None):
             borrowed = _following_rank(who, evs, all_evs, launcher, facts)
             if borrowed is not None:
                 who.rank, local, why = borrowed
