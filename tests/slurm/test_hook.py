@@ -26,8 +26,19 @@ exit 3
 """
 
 
+def notifiers_running() -> list[str]:
+    """Notifier and retrier processes still alive (this session's cluster is the only one here)."""
+    out = subprocess.run(["pgrep", "-af", "triage_notify.py"], capture_output=True, text=True, check=False)
+    return [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
+
+
 @pytest.fixture
 def receiver(slurm: SlurmEnv) -> Iterator[HookReceiver]:
+    # An earlier test's notifier or `flush --loop` retrier (the bot-chain tests share the spool and
+    # the port) would hold a slot or post into this test's receiver: let them finish first.
+    end = time.monotonic() + 120
+    while notifiers_running() and time.monotonic() < end:
+        time.sleep(0.5)
     slurm.configure_hook()
     rcv = HookReceiver(secret=slurm.secret, port=slurm.port).start()
     try:
@@ -93,7 +104,13 @@ def test_a_burst_of_failures_runs_at_most_max_notifiers_at_once(slurm: SlurmEnv,
     receiver.delay_s = 1.5  # a slow bot: unbounded notifiers would all be posting at the same time
     jobs = [slurm.submit(FAIL_SCRIPT) for _ in range(6)]
     t0 = time.monotonic()
-    wait_for(lambda: all(receiver.accepted(j) for j in jobs), 60, "all six events")
+    try:
+        wait_for(lambda: all(receiver.accepted(j) for j in jobs), 120, "all six events")
+    except AssertionError as e:  # say where each job got to: Slurm, the notifier or the receiver
+        states = {j: slurm.cluster.job_state(j) for j in jobs}
+        log = "\n".join(ln for j in jobs for ln in slurm.log_lines(j))
+        raise AssertionError(f"{e}\nstates {states}\naccepted {[j for j in jobs if receiver.accepted(j)]}\n"
+                             f"running {notifiers_running()}\nnotifier log:\n{log}") from None
     took = time.monotonic() - t0
     assert receiver.max_in_flight <= 2, f"{receiver.max_in_flight} notifiers posted at once"
     assert all(len(receiver.for_job(j)) == 1 for j in jobs)
