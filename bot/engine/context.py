@@ -72,8 +72,11 @@ _HOSTNAME = r"(?=[\w.\-]*\d)[A-Za-z][\w\-]*(?:\.[\w\-]+)*"
 # so that "RuntimeError: ..." is never read as a host)
 # Kernel device names ("nvidia-nvswitch0: SXid ...", "nvidia0: ...", "mlx5_0: ...") take the same
 # place and are never hosts.
+# A module-qualified exception ("sqlite3.OperationalError: ...", "h5py.Error: ...") holds a digit
+# and dots like a host name, and is never one either.
 _HOST_PREFIX = re.compile(
     r"(?!(?:nvidia-nvswitch|nvswitch|nvidia|mlx\d|ib|eth|enp|ens|nvme|sd[a-z])\d*[\w\-]*: )"
+    r"(?![\w.\-]*(?:Error|Exception|Warning|Exit|Interrupt): )"
     r"(?P<host>" + _HOSTNAME + r"|localhost|" + _IPV4 + r"): "
 )
 # Kubernetes CRI container logs (/var/log/pods, what log shippers forward):
@@ -125,6 +128,8 @@ _PLACEHOLDER_HOST = re.compile(r"<.*>|\*+|x{3,}|X{3,}|hostname|host|node|localho
 _RANK_BRACKET = re.compile(
     r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]|\[(?P<rank2>\d+)\] is setting up NCCL communicator"
     r"|\w(?:Error|Exception): \[(?P<rank3>\d+)\]: "
+    # TensorRT-LLM's logger on a multi-rank run: "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] ..."
+    r"|\[TRT-LLM\] ?\[RANK (?P<rank4>\d+)\]"
 )
 # glog and c10 logging: "E0626 05:06:30.929" (glog) or "[E626 05:06:30.929096625 File.cpp:632]" (c10)
 _GLOG = re.compile(r"(?<![\w.])[IWEF](?P<mm>1[0-2]|0?[1-9])(?P<dd>[0-3]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)\b")
@@ -311,7 +316,7 @@ def parse_line(line: str) -> LineContext:
                 ctx.host = ctx.host or m.group("host")
     m = _RANK_BRACKET.search(head)
     if m and ctx.rank is None:
-        ctx.rank = int(m.group("rank") or m.group("rank2") or m.group("rank3"))
+        ctx.rank = int(m.group("rank") or m.group("rank2") or m.group("rank3") or m.group("rank4"))
     if ctx.timestamp is None:
         m = _ISO.search(head, 0, 160)
         if m:

@@ -89,7 +89,10 @@ def test_container_log_prefixes_are_peeled() -> None:
 
 def test_exception_names_are_not_hosts() -> None:
     for line in ("RuntimeError: boom", "torch.distributed.DistBackendError: NCCL error",
-                 "ncclUnhandledCudaError: Call to CUDA function failed."):
+                 "ncclUnhandledCudaError: Call to CUDA function failed.",
+                 # a module with a digit in its name looks like a dotted host name
+                 "sqlite3.OperationalError: table HIP already exists", "h5py.Error: unable to open",
+                 "boto3.exceptions.S3UploadFailedError: Failed to upload"):
         assert parse_line(line).host is None, line
 
 

@@ -46,6 +46,7 @@ def _signature_test_items() -> list[str]:
 _INSTALLED = {"hyperscan": hyperscan_available(), "ahocorasick": ahocorasick_available(), "python": True}
 
 
+@pytest.mark.slow  # ~55 s each on 2,000+ real logs; the main run has it, the floors run keeps the small checks
 @pytest.mark.parametrize("backend", ["hyperscan", "ahocorasick"])
 def test_compiled_backends_agree_with_pure_python_on_the_whole_suite(backend: str) -> None:
     # real failure cases, the healthy corpus, the examples and every signature's own test lines
