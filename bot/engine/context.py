@@ -251,6 +251,10 @@ def _peel(body: str, ctx: LineContext) -> str:
         if m:
             body = body[m.end():]
             continue
+        if body.startswith("**") and len(body) > 4 and body.rstrip().endswith("**"):
+            # the line a reporter bolded in a GitHub issue: "**RuntimeError: Connection reset by peer**"
+            body = body.rstrip()[2:-2]
+            continue
         m = _OMPI.match(body)
         if m:
             ctx.host = ctx.host or m.group("host")

@@ -59,6 +59,12 @@ FACT_PATTERNS: list[FactPattern] = [
     FactPattern("nccl_rank", ("nranks", "nRanks"),
                 re.compile(r"\brank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)(?: cudaDev (?P<cdev>\d+))?"
                            r"(?:.{0,40}?\blocalRank (?P<local>\d+))?")),
+    # nccl-tests' device table (src/common.cu): "#   Rank  0 on     paiws7 device  0 [0x04] Tesla V100-SXM2-16GB",
+    # 2.x: "#  Rank  0 Group  0 Pid  12345 on    node1 device  0 [0x1b] NVIDIA A100-SXM4-80GB". The world
+    # size is not on the line: kept under size 0, which any NCCL "nranks" table outranks
+    FactPattern("nccl_tests_rank", ("Rank ",),
+                re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?on\s+"
+                           r"(?P<host>[\w.\-]+)\s+device\s+(?P<dev>\d+)\s+\[")),
     FactPattern("env", ("NCCL_", "TORCH_DISTRIBUTED_DEBUG", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
                         "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR"),
                 re.compile(rf"\b(?P<k>{_ENV_KEYS})(?:\s*[=:]\s*| set by environment to | set to )(?P<v>[^\s,;'\"\]\)]+(?:,[^\s,;'\"\]\)]+)*)")),
@@ -337,6 +343,8 @@ def apply_fact(facts: Facts, fp: FactPattern, text: str) -> None:
             facts.rank_local_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["local"]))
         if g.get("pid"):
             facts.rank_pids_by_size.setdefault(int(g["n"]), {}).setdefault(int(g["rank"]), int(g["pid"]))
+    elif fp.name == "nccl_tests_rank":
+        facts.rank_hosts_by_size.setdefault(0, {}).setdefault(int(g["rank"]), g["host"])
     elif fp.name == "env":
         if _ADVICE.search(text):
             return

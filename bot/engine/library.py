@@ -102,8 +102,9 @@ class Pattern:
 
     @property
     def anchored(self) -> bool:
-        """Whether the regex anchors to a line start (then it must see the prefix-free message)."""
-        return "^" in self.source
+        """Whether the regex anchors to a line start or end (then it must see the prefix-free message,
+        without the markdown bold a reporter put around the line)."""
+        return "^" in self.source or "$" in self.source
 
     @property
     def context_regex(self) -> regex.Pattern[str] | None:

@@ -139,6 +139,21 @@ def test_sxid_lines_never_take_the_switch_for_the_host() -> None:
     assert diagnose_texts([("kern.txt", journal)], workers=1).to_dict()["initiating"]["host"] == "dgx-07"
 
 
+def test_nccl_tests_device_table_names_the_host_of_an_unprefixed_failure() -> None:
+    # nccl-tests prints who runs where, then its own CUDA check fails with no host on the line
+    table = ("# Using devices\n"
+             "#   Rank  0 on     gpu-a7 device  0 [0x04] Tesla V100-SXM2-16GB\n"
+             "#   Rank  1 on     gpu-a7 device  1 [0x05] Tesla V100-SXM2-16GB\n")
+    fail = "Cuda failure common.cu:510 'an illegal memory access was encountered'\n"
+    report = diagnose_texts([("run.txt", table + fail)], workers=1).to_dict()
+    assert report["diagnoses"][0]["signature"] == "cuda-illegal-memory-access"
+    assert report["initiating"]["host"] == "gpu-a7"
+    # newer tables carry Group and Pid; two hosts leave the host open (the table does not say which failed)
+    two = ("#  Rank  0 Group  0 Pid  12345 on    node1 device  0 [0x1b] NVIDIA A100-SXM4-80GB\n"
+           "#  Rank  1 Group  0 Pid  23456 on    node2 device  0 [0x1b] NVIDIA A100-SXM4-80GB\n")
+    assert diagnose_texts([("run.txt", two + fail)], workers=1).to_dict()["initiating"]["host"] is None
+
+
 def test_no_started_by_line_when_the_log_cannot_tell() -> None:
     report = diagnose_texts([("paste.txt", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                                            "20.00 MiB (GPU 0; 79.35 GiB total capacity)\n")], workers=1)
