@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import re
 import threading
 import time
 from collections import Counter
@@ -140,16 +141,38 @@ def wrap_width(lines: list[bytes]) -> int | None:
     return longest
 
 
+_TWO_CELL_ROW = re.compile(rb"^\|(?P<key>[^|]*)\|(?P<cell>[^|]*)\|[ \t\r]*$")
+
+
+def _rejoin_table_cells(lines: list[bytes], first_line: list[int]) -> tuple[list[bytes], list[int]]:
+    """Rejoin the cells of a two-column box table that wraps its text inside the cell, as `dcgmi diag`
+    does ("| Warning | ... Unable to cre  |" then "|         | ate CUDA context: ...  |"): a row with an
+    empty first cell carries on the cell above it, cut at the column width, often mid-word."""
+    out: list[bytes] = []
+    starts: list[int] = []
+    row: re.Match[bytes] | None = None  # the two-cell row being extended
+    for line, start in zip(lines, first_line, strict=True):
+        m = _TWO_CELL_ROW.match(line)
+        if m and row is not None and not m.group("key").strip() and m.group("cell").strip():
+            cell = m.group("cell")
+            text = out[-1].rstrip(b" \t\r|").rstrip() + (cell[1:] if cell.startswith(b" ") else cell).rstrip()
+            out[-1] = text + b" |"
+            continue
+        row = m if m and m.group("key").strip() else None
+        out.append(line)
+        starts.append(start)
+    return out, starts
+
+
 def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, base_ctx: LineContext,
                         found: set[str]) -> list[Evidence]:
     """Rejoin hard-wrapped lines and look again, for signatures the wrapped text hid.
 
     Terminals and issue threads wrap long messages at a fixed width, even mid-word ("an i" /
-    "llegal memory access"); a line of exactly the wrap width continues on the next one."""
+    "llegal memory access"); a line of exactly the wrap width continues on the next one. Box tables
+    wrap inside their cells (_rejoin_table_cells)."""
     lines = data.split(b"\n")
     width = wrap_width(lines)
-    if width is None:
-        return []
     joined: list[bytes] = []
     first_line: list[int] = []  # 1-based physical line each joined line starts at
     continues = False  # the previous line filled the width: this one carries it on
@@ -160,7 +183,13 @@ def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, b
         else:
             joined.append(line)
             first_line.append(i)
-        continues = len(line) == width
+        continues = width is not None and len(line) == width
+    how = f"joined lines hard-wrapped at {width} columns"
+    if b"|" in data:
+        before = len(joined)
+        joined, first_line = _rejoin_table_cells(joined, first_line)
+        if len(joined) < before:
+            how = "joined table cells wrapped across rows" if len(lines) == before else how + " and table cells"
     if len(joined) == len(lines):
         return []
     rng = scan_chunks(iter([b"\n".join(joined)]), matcher.backend, needs_context=matcher.plan.needs_context)
@@ -172,7 +201,7 @@ def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, b
                 continue
             ev.line = first_line[min(ev.line, len(first_line)) - 1]
             ev.order = job.index * ORDER_STRIDE + ev.line
-            ev.captures.setdefault("unwrapped", f"joined lines hard-wrapped at {width} columns")
+            ev.captures.setdefault("unwrapped", how)
             out.append(ev)
     return out
 

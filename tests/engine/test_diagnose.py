@@ -203,6 +203,22 @@ def test_terminal_hard_wrapped_lines_are_rejoined(fixture_library) -> None:  # n
     assert ev.line == 2 and "hard-wrapped" in ev.captures["unwrapped"]
 
 
+def test_table_cells_wrapped_across_rows_are_rejoined(fixture_library) -> None:  # noqa: ANN001
+    # dcgmi diag wraps a cell's text onto rows whose first cell is empty, cutting words
+    rows = ["+----------+--------------------+",
+            "| Memory   | Fail - GPU: 0      |",
+            "| Warning  | GPU 0 FIXTURE BO   |",
+            "|          | OM code=7 seen     |",
+            "+----------+--------------------+"]
+    r = _diag(fixture_library, [("diag.txt", "\n".join(rows) + "\n")])
+    assert [d.signature for d in r.diagnoses] == ["fx-initiating"]
+    ev = r.diagnoses[0].evidence[0]
+    assert ev.line == 3 and "table cells" in ev.captures["unwrapped"]
+    # a row that starts a new key is not a continuation
+    rows[3] = "| Info     | OM code=7 seen     |"
+    assert _diag(fixture_library, [("diag.txt", "\n".join(rows) + "\n")]).diagnoses == []
+
+
 def test_lines_shorter_than_the_widest_are_not_joined(fixture_library) -> None:  # noqa: ANN001
     # the split line is not at the text's widest column, so it is not a terminal wrap
     text = "FIXTURE BO\nOM code=7\n" + "y" * 80 + "\nlast\n"
