@@ -418,6 +418,12 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
                 who.local_rank = local if local is not None else who.local_rank
                 _complete(who, facts, sources)
                 reason = why
+        if who.rank is None and top.sig.family == "gpu-hardware":
+            app = _app_side_rank(who, groups)
+            if app is not None:
+                who.rank = app
+                _complete(who, facts, sources)
+                reason += f"; rank {app} is the one process that reported the GPU's failure as a CUDA error"
         if not who.known() and launcher is not None and launcher.known():
             who, reason = launcher, launcher_why
         else:
@@ -475,6 +481,16 @@ def attribute(groups: list[Any], facts: Facts, sources: dict[str, SourceInfo]) -
             "of the other ranks (or the kernel log of their hosts): the first rank to fail holds the cause."
         )
     return _make(sig, who, "first to report it (a downstream report: the cause may be elsewhere)", sus, lone, multi), asks
+
+
+def _app_side_rank(who: _Who, groups: list[Any]) -> int | None:
+    """The rank whose process met the kernel-logged GPU fault: the driver's Xid line names a GPU and a
+    pid, never a rank, while the process on that GPU reports the same fault as a CUDA error. Only when
+    those reports (the cuda family's lines) name exactly one rank, on the fault's host or none."""
+    ranks = {e.context.rank for g in groups if g.sig.family == "cuda" for e in g.evidence
+             if e.context.rank is not None and (who.host is None or e.context.host is None
+                                                or same_host(e.context.host, who.host))}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
 def _from_own_lines(evs: list[Evidence], facts: Facts, sources: dict[str, SourceInfo],

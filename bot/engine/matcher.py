@@ -157,6 +157,10 @@ class Matcher:
             ctx = ctx.merged_with(parse_line(hit.before[-1]))  # a wrapped line: who printed its first half
         elif ctx.rank is None and ctx.host is None and hit.before and _LAST_ERROR.search(hit.before[-1]):
             ctx = ctx.merged_with(_wrapper_printer(hit.before))
+        elif ctx.rank is None and ctx.host is None and hit.before and text[:1] not in "[<":
+            header = parse_line(hit.before[-1])
+            if (header.rank is not None or header.host is not None) and _HEADER_ONLY.match(header.body):
+                ctx = ctx.merged_with(header)  # the record's prefix alone on the line above: its message broke off
         if pat.context and pat.context_regex is not None:
             around = "\n".join(hit.before + [text] + hit.after)
             try:
@@ -290,6 +294,9 @@ class Matcher:
 # NCCL's error text as c10d and JAX raise it spans lines: "[rank391] NCCL error: remote process exited ...",
 # "ncclRemoteError: ...", "Last error:", then NCCL's last WARN, which carries no prefix of its own
 _LAST_ERROR = re.compile(r"\bLast error:\s*$")
+# a line that is a log record's prefix and nothing more ("[rank1]:[E810 15:36:05.94 ProcessGroupNCCL.cpp:1899]
+# [PG ID 0 PG GUID 0(default_pg) Rank 1]"): the message went onto the next line when it was pasted
+_HEADER_ONLY = re.compile(r"^\s*(?:\[[^\[\]\n]{1,120}\]\s*){0,4}$")
 
 
 def _wrapper_printer(before: list[str]) -> LineContext:

@@ -131,13 +131,19 @@ class _Keep:
 
 def wrap_width(lines: list[bytes]) -> int | None:
     """The column at which a terminal may have hard-wrapped these lines: the longest length, when no
-    line of it ends the text (a wrapped line always has a continuation)."""
+    line of it ends the text (a wrapped line always has a continuation), or when an excerpt cut at a
+    full line still has two more lines of exactly that length before it that are not table rows."""
     lengths = [len(x.rstrip(b"\r")) for x in lines]
     while lengths and lengths[-1] == 0:
         lengths.pop()
     longest = max(lengths, default=0)
-    if longest < WRAP_MIN_WIDTH or lengths[-1] == longest:
+    if longest < WRAP_MIN_WIDTH:
         return None
+    if lengths[-1] == longest:
+        # box tables (nvidia-smi, dcgmi) fill the width on every row and are not wrapped text
+        full = [x.rstrip(b"\r") for x in lines[:len(lengths)] if len(x.rstrip(b"\r")) == longest]
+        if sum(1 for x in full[:-1] if not x.endswith((b"|", b"+"))) < 2 or full[-1].endswith((b"|", b"+")):
+            return None
     return longest
 
 

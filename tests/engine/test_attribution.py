@@ -259,3 +259,20 @@ def test_a_world_of_one_process_is_rank_zero() -> None:
     assert _init(log)["rank"] == 0
     # the same failure in a world of eight does not say which rank
     assert _init(log.replace("0/1", "0/8"))["rank"] is None
+
+
+def test_xid_takes_the_rank_of_the_one_process_that_reported_it_as_a_cuda_error() -> None:
+    # the kernel's Xid names a GPU and a pid, never a rank; the watchdog's header went onto a line of its own
+    log = (
+        "Aug 10 15:36:05 gpu-node-a kernel: NVRM: Xid (PCI:0000:55:00): 48, An uncorrectable double bit error (DBE) "
+        "has been detected on GPU in the framebuffer at physAddr 0xe9b9107e0 partition 3, subpartition 0.\n"
+        "\n"
+        "[rank1]:[E810 15:36:05.945860779 ProcessGroupNCCL.cpp:1899] [PG ID 0 PG GUID 0(default_pg) Rank 1]\n"
+        "Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered\n"
+    )
+    init = _init(log)
+    assert (init["signature"], init["rank"], init["host"]) == ("xid-48-dbe", 1, "gpu-node-a")
+    assert "reported the GPU's failure as a CUDA error" in init["reason"]
+    # two ranks reporting it leave the rank open
+    two = log + "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+    assert _init(two)["rank"] is None

@@ -203,6 +203,19 @@ def test_terminal_hard_wrapped_lines_are_rejoined(fixture_library) -> None:  # n
     assert ev.line == 2 and "hard-wrapped" in ev.captures["unwrapped"]
 
 
+def test_an_excerpt_cut_at_a_wrapped_line_is_still_rejoined(fixture_library) -> None:  # noqa: ANN001
+    # a search excerpt ends on a full-width line: three lines of exactly that width still mean a hard wrap
+    head = "x" * 62 + " FIXTURE BO"
+    text = "step 1 loss 2.3\n" + head + "OM code=7 on the device\n" + "y" * 200 + "\n"
+    wrapped = _hard_wrap(text, len(head)).rstrip("\n").rsplit("\n", 1)[0] + "\n"  # cut after a full line
+    assert len(wrapped.splitlines()[-1]) == len(head)
+    r = _diag(fixture_library, [("paste.log", wrapped)])
+    assert [d.signature for d in r.diagnoses] == ["fx-initiating"]
+    # a box table ending the text fills the width on every row: not wrapped text
+    rows = ["| GPU 0 FIXTURE BO" + " " * 60 + "|", "| OM code=7" + " " * 67 + "|"] * 2
+    assert _diag(fixture_library, [("smi.txt", "\n".join(rows) + "\n")]).diagnoses == []
+
+
 def test_table_cells_wrapped_across_rows_are_rejoined(fixture_library) -> None:  # noqa: ANN001
     # dcgmi diag wraps a cell's text onto rows whose first cell is empty, cutting words
     rows = ["+----------+--------------------+",
