@@ -248,6 +248,7 @@ def suspects(facts: Facts, evidence_hosts: Iterable[str] = ()) -> list[dict[str,
 
 
 _IP = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[\da-fA-F]*:[\da-fA-F:.]+)$")
+_REDACTED = re.compile(r"^(?:(?P<name>[A-Za-z][\w-]*?)[_-])?(?:IP|ADDR|IP_ADDR(?:ESS)?|HOST_?IP)$|^(?:[xX*#]{1,3}\.){3}[xX*#]{1,3}$")
 
 
 def short(host: str) -> str:
@@ -277,6 +278,12 @@ def _host_of(peer: str, reporter: str | None, names: list[str], facts: Facts, gu
     peer = peer.strip("[]")
     if not peer:
         return None
+    m = _REDACTED.match(peer)
+    if m:
+        # an address the poster blanked out ("NODE2_IP", "xxx.xxx.xxx.xxx") names no host, unless the
+        # placeholder keeps the host's name and the log names that host
+        who = (m.group("name") or "").lower()
+        return next((h for h in names if who and short(h).lower() == who), None)
     if not _IP.match(peer):
         return next((h for h in names if short(h) == short(peer)), peer)
     for c in facts.clues:

@@ -276,3 +276,14 @@ def test_xid_takes_the_rank_of_the_one_process_that_reported_it_as_a_cuda_error(
     # two ranks reporting it leave the rank open
     two = log + "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
     assert _init(two)["rank"] is None
+
+
+def test_a_blanked_out_peer_address_is_not_taken_for_a_host() -> None:
+    # the poster replaced the address with a placeholder; the reporter's own host stays the answer
+    for blank in ("NODE2_IP", "xxx.xxx.xxx.xxx"):
+        init = _init(
+            "node2: node2:15874:17284 [4] NCCL INFO NET/Socket : Using [0]eth0:10.1.1.2<0>\n"
+            f"node2: Net : Call to recv from {blank}<56843> failed : Connection refused\n"
+            "node1: node1:15874:17284 [4] NCCL INFO Channel 00 : 4[61000] -> 3[42000] via SHM/direct/direct\n"
+        )
+        assert init["host"] == "node2", blank
