@@ -20,6 +20,16 @@ WINDOW = 64 << 10  # bytes of a long line around a hit that the regexes see
 CONTEXT_CLIP = 2000
 
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*(?:\x07|\x1b\\)|\x1b[()][AB012]")
+# HTML entities a log keeps when it was copied out of a web page ("Cuda failure &#39;out of memory&#39;"); only
+# printable ones, so that line numbers stay those of the file
+_ENTITY = re.compile(rb"&(?:quot|apos|lt|gt|amp|nbsp|#x2[27]|#(?:3[2-9]|[4-9]\d|1[01]\d|12[0-6]));")
+_ENTITY_TEXT = {b"quot": b'"', b"apos": b"'", b"lt": b"<", b"gt": b">", b"amp": b"&", b"nbsp": b" ",
+                b"#x22": b'"', b"#x27": b"'"}
+
+
+def _unentity(m: re.Match[bytes]) -> bytes:
+    name = m.group()[1:-1]
+    return _ENTITY_TEXT.get(name) or bytes([int(name[1:])])
 # bytes that do not occur in text (UTF-8 multibyte bytes and \t \n \r \f \v \x1b count as text)
 _NON_TEXT = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27)) + b"\x7f"
 
@@ -327,6 +337,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
             buf = buf[:cut]
         if b"\x1b" in buf:  # colour codes would split literals; they never contain newlines
             buf = _ANSI.sub(b"", buf)
+        if b"&" in buf:
+            buf = _ENTITY.sub(_unentity, buf)
         if pending:
             # complete the `after` context of hits near the end of the previous buffer
             pos = 0

@@ -253,3 +253,18 @@ def test_a_hundred_megabyte_line_counts_as_one_line(tmp_path: Path) -> None:
     assert rep["sources"][0]["lines"] == 1 + SEED_LINES.count("\n")
     cuda = [e for e in rep["diagnoses"][0]["evidence"] if "Cuda failure 999" in e["text"]]
     assert cuda and cuda[0]["line"] == 5  # the 100 MB line is line 1
+
+
+def test_a_log_copied_out_of_a_web_page_keeps_its_html_entities_and_is_still_read() -> None:
+    # forum and issue pages hand out "Cuda failure &#39;out of memory&#39;"; a newline entity stays as it is,
+    # so that evidence line numbers are those of the file
+    page = (b"step 10 loss 2.1 &#10; lr 1e-4\n"
+            b"gpu-node-3:12:40 [5] NCCL WARN Cuda failure &#39;out of memory&#39;\n"
+            b"RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error, "
+            b"NCCL version 2.21.5\n")
+    rc, out, _ = triage("diagnose", "--json", "-", stdin=page)
+    assert rc == 0 and isinstance(out, dict)
+    top = out["diagnoses"][0]
+    assert top["signature"] == "nccl-unhandled-cuda-error"
+    lines = {e["line"]: e["text"] for e in top["evidence"]}
+    assert "Cuda failure 'out of memory'" in lines[2]
