@@ -7,6 +7,7 @@ peeled from the left one at a time; markers that live inside the message (`[Rank
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from pathlib import PurePath
@@ -94,6 +95,11 @@ _STREAM_TAG = re.compile(r"\[(?:stderr|stdout)\] ?")
 _BUILDKIT = re.compile(r"(?:#\d{1,4} )?\d{1,6}\.\d (?=\s*\S)")
 # a log quoted in markdown: "> node201:127799:127863 [0] ... NCCL WARN ..."
 _QUOTE = re.compile(r">+ ?")
+# a log viewer's line-number gutter ("  12\tTraceback ...", "  12  RuntimeError: ..."): a number alone, then a tab
+# or two spaces and text that is not another number (nccl-tests' result rows are columns of numbers)
+_GUTTER = re.compile(r"\s{0,6}\d{1,6}(?:\t| {2,}(?=[^\d\s]))")
+# Docker's json-file and log shippers write each line as a JSON object: {"log":"...\n","stream":"stderr",...}
+_JSON_LINE = re.compile(r'\{.{0,200}?"(?:log|message|msg|MESSAGE)"\s*:\s*"')
 # Open MPI's own messages: "[note8:86717] *** Process received signal ***"; UCX's signal handler:
 # "[worker-0:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)"
 # A container's host name is its id ("[09677202c889:5283 :0:5704]"): a host may start with a digit
@@ -166,6 +172,18 @@ def _time(date: tuple[int, int, int], clock: str, frac: str | None = None) -> da
         return datetime(date[0], date[1], date[2], h, m, s, micro)
     except ValueError:
         return None
+
+
+def _json_log_text(line: str) -> str | None:
+    """The message a JSON log line carries ({"log": "...\\n", ...}), on one line; None if it is no such object."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    text = next((obj[k] for k in ("log", "message", "msg", "MESSAGE") if isinstance(obj.get(k), str)), None)
+    return None if text is None else text.rstrip("\r\n").replace("\n", " ")
 
 
 def _peel(body: str, ctx: LineContext) -> str:
@@ -248,6 +266,15 @@ def _peel(body: str, ctx: LineContext) -> str:
             body = body[m.end():].lstrip()
             continue
         m = _QUOTE.match(body)
+        if m:
+            body = body[m.end():]
+            continue
+        if body.startswith("{") and _JSON_LINE.match(body):
+            text = _json_log_text(body)
+            if text is not None:
+                body = text
+                continue
+        m = _GUTTER.match(body)
         if m:
             body = body[m.end():]
             continue

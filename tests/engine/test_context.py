@@ -242,3 +242,21 @@ def test_a_kernel_line_quoted_after_a_monitors_words_names_its_host() -> None:
     ctx = parse_line("Xid errors on instance: ip-26-0-146-100, Error: May 19 07:08:57 ip-26-0-146-100 kernel: "
                      "[680111.646286] NVRM: Xid (PCI:0000:10:1c): 63, pid=1850, Row Remapper: New row marked")
     assert ctx.host == "ip-26-0-146-100"
+
+
+def test_json_log_lines_are_read_for_the_message_they_carry() -> None:
+    # Docker's json-file log and log shippers: one JSON object per line, the printed text in "log"/"message"
+    line = '{"log":"[rank3]: RuntimeError: CUDA error: out of memory\\n","stream":"stderr","time":"2024-03-01T10:00:00Z"}'
+    ctx = parse_line(line)
+    assert (ctx.rank, ctx.body) == (3, "RuntimeError: CUDA error: out of memory")
+    assert parse_line('{"message": "NCCL WARN boom", "level": "error"}').body == "NCCL WARN boom"
+    # JSON that is not such a record stays as it is
+    assert parse_line('{"loss": 2.31, "step": 10}').body == '{"loss": 2.31, "step": 10}'
+
+
+def test_a_line_number_gutter_is_not_part_of_the_message() -> None:
+    assert parse_line("  12  Traceback (most recent call last):").body == "Traceback (most recent call last):"
+    assert parse_line("7\tAssertionError: boom").body == "AssertionError: boom"
+    # nccl-tests result rows are numbers all the way
+    row = "     8             2     float     sum      -1    18.55    0.00    0.00      0"
+    assert parse_line(row).body.split()[:2] == ["8", "2"]
