@@ -171,7 +171,7 @@ def _rejoin_table_cells(lines: list[bytes], first_line: list[int]) -> tuple[list
 
 
 def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, base_ctx: LineContext,
-                        found: set[str]) -> list[Evidence]:
+                        found: set[tuple[str, str]]) -> list[Evidence]:
     """Rejoin hard-wrapped lines and look again, for signatures the wrapped text hid.
 
     Terminals and issue threads wrap long messages at a fixed width, even mid-word ("an i" /
@@ -203,8 +203,8 @@ def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, b
     out = []
     for hit in rng.hits:
         for ev in matcher.verify(hit, src.name, base_ctx, job.index * ORDER_STRIDE, facts, stats):
-            if ev.signature in found:
-                continue
+            if (ev.signature, ev.pattern) in found:
+                continue  # seen already; another pattern of the same signature may only show once joined
             ev.line = first_line[min(ev.line, len(first_line)) - 1]
             ev.order = job.index * ORDER_STRIDE + ev.line
             ev.captures.setdefault("unwrapped", how)
@@ -240,7 +240,7 @@ def _run_job(matcher: Matcher, src: Source, job: _Job, counter: object | None = 
     pasted: list[Block] = []
     if keep.kept:
         whole = b"".join(keep.kept)
-        for ev in _unwrapped_evidence(matcher, src, whole, job, base_ctx, {sig for sig, _ in sampler.counts}):
+        for ev in _unwrapped_evidence(matcher, src, whole, job, base_ctx, set(sampler.counts)):
             sampler.add(ev)
         # a pasted `nvidia-smi`, `dmesg`, `ibstat`... is evidence like a probe's answer (bot/engine/pasted)
         pasted = find_outputs(src.name, whole.decode("utf-8", "replace").replace("\r\n", "\n"))

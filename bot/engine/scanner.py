@@ -27,6 +27,14 @@ _ENTITY_TEXT = {b"quot": b'"', b"apos": b"'", b"lt": b"<", b"gt": b">", b"amp": 
                 b"#x22": b'"', b"#x27": b"'"}
 
 
+# what a web page, mail or chat client puts in place of plain spaces and quotes when a log is copied through it
+# (no-break, figure, narrow and ideographic spaces; a zero-width space; typographic quotes)
+_LOOKALIKE = re.compile(rb"\xc2\xa0|\xe2\x80[\x87\x8b\xaf\x98\x99\x9c\x9d]|\xe3\x80\x80")
+_LOOKALIKE_TEXT = {b"\xc2\xa0": b" ", b"\xe2\x80\x87": b" ", b"\xe2\x80\xaf": b" ", b"\xe3\x80\x80": b" ",
+                   b"\xe2\x80\x8b": b"", b"\xe2\x80\x98": b"'", b"\xe2\x80\x99": b"'", b"\xe2\x80\x9c": b'"',
+                   b"\xe2\x80\x9d": b'"'}
+
+
 def _unentity(m: re.Match[bytes]) -> bytes:
     name = m.group()[1:-1]
     return _ENTITY_TEXT.get(name) or bytes([int(name[1:])])
@@ -339,6 +347,8 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
             buf = _ANSI.sub(b"", buf)
         if b"&" in buf:
             buf = _ENTITY.sub(_unentity, buf)
+        if b"\xc2\xa0" in buf or b"\xe2\x80" in buf or b"\xe3\x80\x80" in buf:
+            buf = _LOOKALIKE.sub(lambda m: _LOOKALIKE_TEXT[m.group()], buf)
         if pending:
             # complete the `after` context of hits near the end of the previous buffer
             pos = 0

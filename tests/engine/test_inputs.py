@@ -268,3 +268,14 @@ def test_a_log_copied_out_of_a_web_page_keeps_its_html_entities_and_is_still_rea
     assert top["signature"] == "nccl-unhandled-cuda-error"
     lines = {e["line"]: e["text"] for e in top["evidence"]}
     assert "Cuda failure 'out of memory'" in lines[2]
+
+
+def test_a_log_passed_through_a_mail_or_chat_client_is_still_read() -> None:
+    # no-break spaces for every space and typographic quotes, as rich-text clients hand a pasted log on
+    log = ("gpu-node-3:12:40 [5] NCCL WARN Cuda failure 'out of memory'\n"
+           "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error\n")
+    pasted = log.replace(" ", "\u00a0").replace("'", "\u2019").encode()
+    rc, out, _ = triage("diagnose", "--json", "-", stdin=pasted)
+    assert rc == 0 and isinstance(out, dict)
+    assert out["diagnoses"][0]["signature"] == "nccl-unhandled-cuda-error"
+    assert "Cuda failure 'out of memory'" in out["diagnoses"][0]["evidence"][0]["text"]
