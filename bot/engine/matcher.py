@@ -267,10 +267,13 @@ class Matcher:
                 ctx = parse_line(text)
             else:
                 ctx = parse_line(text)
-                for hay in (ctx.body, text) if ctx.body != text else (text,):
+                # the peeled body, its indentation dropped too (a quoted or timestamped traceback keeps its
+                # indent after the prefix), then the raw line
+                bodies = [ctx.body, ctx.body.lstrip()] if ctx.body != text else []
+                for hay in dict.fromkeys([*bodies, text]):
                     m = pat.compiled.search(hay, timeout=VERIFY_TIMEOUT_S)
                     if m is not None:
-                        shift = len(text) - len(hay) if hay is ctx.body and text.endswith(hay) else 0
+                        shift = len(text) - len(hay) if hay is not text and text.endswith(hay) else 0
                         break
         except TimeoutError:
             stats.timeouts.append(f"{pat.signature}/{pat.name} gave up on {source}:{line} after {VERIFY_TIMEOUT_S}s")

@@ -279,3 +279,14 @@ def test_a_log_passed_through_a_mail_or_chat_client_is_still_read() -> None:
     assert rc == 0 and isinstance(out, dict)
     assert out["diagnoses"][0]["signature"] == "nccl-unhandled-cuda-error"
     assert "Cuda failure 'out of memory'" in out["diagnoses"][0]["evidence"][0]["text"]
+
+
+def test_an_indented_traceback_behind_a_quote_or_timestamp_prefix_is_still_read() -> None:
+    tb = ("      Traceback (most recent call last):\n"
+          "        File \"/opt/megatron/model/gpt_model.py\", line 203, in universal_checkpoint_info\n"
+          "      AttributeError: 'GPTModel' object has no attribute '_get_tp_replicated_param_patterns'\n")
+    for prefix in ("> ", "2024-03-01T10:00:00.123456789Z stderr F "):
+        quoted = "".join(prefix + line for line in tb.splitlines(True)).encode()
+        rc, out, _ = triage("diagnose", "--json", "-", stdin=quoted)
+        assert rc == 0 and isinstance(out, dict)
+        assert [d["signature"] for d in out["diagnoses"]][:1] == ["python-exception"], prefix
