@@ -147,7 +147,8 @@ def wrap_width(lines: list[bytes]) -> int | None:
     return longest
 
 
-_TWO_CELL_ROW = re.compile(rb"^\|(?P<key>[^|]*)\|(?P<cell>[^|]*)\|[ \t\r]*$")
+# (behind whatever prefix the log's lines carry: a quote, a timestamp, a container's stream tag)
+_TWO_CELL_ROW = re.compile(rb"^(?P<pre>[^|]{0,80})\|(?P<key>[^|]*)\|(?P<cell>[^|]*)\|[ \t\r]*$")
 
 
 def _rejoin_table_cells(lines: list[bytes], first_line: list[int]) -> tuple[list[bytes], list[int]]:
@@ -159,7 +160,8 @@ def _rejoin_table_cells(lines: list[bytes], first_line: list[int]) -> tuple[list
     row: re.Match[bytes] | None = None  # the two-cell row being extended
     for line, start in zip(lines, first_line, strict=True):
         m = _TWO_CELL_ROW.match(line)
-        if m and row is not None and not m.group("key").strip() and m.group("cell").strip():
+        if m and row is not None and not m.group("key").strip() and m.group("cell").strip() \
+                and m.group("pre").strip() == row.group("pre").strip():
             cell = m.group("cell")
             text = out[-1].rstrip(b" \t\r|").rstrip() + (cell[1:] if cell.startswith(b" ") else cell).rstrip()
             out[-1] = text + b" |"
