@@ -129,11 +129,17 @@ class _Keep:
             yield c
 
 
+def _columns(line: bytes) -> int:
+    """The columns a terminal gives the line: its characters, not its bytes (a wrapped line holding a
+    box-drawing character or an ellipsis is as wide on screen as its ASCII neighbours)."""
+    return len(line) if line.isascii() else len(line.decode("utf-8", "replace"))
+
+
 def wrap_width(lines: list[bytes]) -> int | None:
     """The column at which a terminal may have hard-wrapped these lines: the longest length, when no
     line of it ends the text (a wrapped line always has a continuation), or when an excerpt cut at a
     full line still has two more lines of exactly that length before it that are not table rows."""
-    lengths = [len(x.rstrip(b"\r")) for x in lines]
+    lengths = [_columns(x.rstrip(b"\r")) for x in lines]
     while lengths and lengths[-1] == 0:
         lengths.pop()
     longest = max(lengths, default=0)
@@ -141,7 +147,7 @@ def wrap_width(lines: list[bytes]) -> int | None:
         return None
     if lengths[-1] == longest:
         # box tables (nvidia-smi, dcgmi) fill the width on every row and are not wrapped text
-        full = [x.rstrip(b"\r") for x in lines[:len(lengths)] if len(x.rstrip(b"\r")) == longest]
+        full = [x.rstrip(b"\r") for x, n in zip(lines, lengths, strict=False) if n == longest]
         if sum(1 for x in full[:-1] if not x.endswith((b"|", b"+"))) < 2 or full[-1].endswith((b"|", b"+")):
             return None
     return longest
@@ -191,7 +197,7 @@ def _unwrapped_evidence(matcher: Matcher, src: Source, data: bytes, job: _Job, b
         else:
             joined.append(line)
             first_line.append(i)
-        continues = width is not None and len(line) == width
+        continues = width is not None and _columns(line) == width
     how = f"joined lines hard-wrapped at {width} columns"
     if b"|" in data:
         before = len(joined)

@@ -216,6 +216,16 @@ def test_an_excerpt_cut_at_a_wrapped_line_is_still_rejoined(fixture_library) -> 
     assert _diag(fixture_library, [("smi.txt", "\n".join(rows) + "\n")]).diagnoses == []
 
 
+def test_a_wrapped_line_is_measured_in_characters_not_bytes(fixture_library) -> None:  # noqa: ANN001
+    # the terminal wraps at 73 columns: a line holding a three-byte ellipsis is as wide as the ASCII
+    # line the failure was cut in
+    head = "x" * 62 + " FIXTURE BO"
+    text = ("\u2026 " + "y" * 100 + "\n" + head + "OM code=7 on the device\nshort tail line\n")
+    wrapped = _hard_wrap(text, len(head))
+    r = _diag(fixture_library, [("paste.log", wrapped)])
+    assert [d.signature for d in r.diagnoses] == ["fx-initiating"]
+
+
 def test_table_cells_wrapped_across_rows_are_rejoined(fixture_library) -> None:  # noqa: ANN001
     # dcgmi diag wraps a cell's text onto rows whose first cell is empty, cutting words
     rows = ["+----------+--------------------+",
