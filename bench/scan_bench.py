@@ -232,9 +232,9 @@ def main() -> int:
         ere = [p.replace("(?P<", "(").replace("(?:", "(") for p in patterns]
         # POSIX ERE has no \\d, lookarounds or escapes inside brackets: keep what grep accepts, and say how many
         # it could not take (the comparison is then a floor)
-        probe = tmp / "probe.txt"
-        probe.write_text("hello\n")
-        taken = [p for p in ere if subprocess.run(["grep", "-c", "-E", "-e", p, str(probe)], capture_output=True,
+        probe_file = tmp / "probe.txt"
+        probe_file.write_text("hello\n")
+        taken = [p for p in ere if subprocess.run(["grep", "-c", "-E", "-e", p, str(probe_file)], capture_output=True,
                                                  env={**os.environ, "LC_ALL": "C"}, check=False).returncode in (0, 1)]
         if len(taken) < len(ere):
             print(f"grep -E took {len(taken)} of {len(ere)} patterns (the others are not POSIX ERE)")
@@ -243,7 +243,8 @@ def main() -> int:
     ref_env = {**os.environ, "LC_ALL": "C"}
     # a pattern the reference cannot parse makes it exit at once: that would be no comparison
     probe_file = tmp / "probe.txt"
-    probe_file.write_text("hello\n")
+    if not probe_file.exists():
+        probe_file.write_text("hello\n")
     check = subprocess.run([*ref[:-1], str(probe_file)], capture_output=True, env=ref_env, check=False)
     if check.returncode not in (0, 1):
         sys.exit(f"{ref_name} refused the patterns: {check.stderr.decode(errors='replace')[-2000:]}")

@@ -25,8 +25,6 @@ _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*(?:\x07|\x1b\\)|
 _ENTITY = re.compile(rb"&(?:quot|apos|lt|gt|amp|nbsp|#x2[27]|#(?:3[2-9]|[4-9]\d|1[01]\d|12[0-6]));")
 _ENTITY_TEXT = {b"quot": b'"', b"apos": b"'", b"lt": b"<", b"gt": b">", b"amp": b"&", b"nbsp": b" ",
                 b"#x22": b'"', b"#x27": b"'"}
-
-
 # what a web page, mail or chat client puts in place of plain spaces and quotes when a log is copied through it
 # (no-break, figure, narrow and ideographic spaces; a zero-width space; typographic quotes)
 _LOOKALIKE = re.compile(rb"\xc2\xa0|\xe2\x80[\x87\x8b\xaf\x98\x99\x9c\x9d]|\xe3\x80\x80")
@@ -38,6 +36,20 @@ _LOOKALIKE_TEXT = {b"\xc2\xa0": b" ", b"\xe2\x80\x87": b" ", b"\xe2\x80\xaf": b"
 def _unentity(m: re.Match[bytes]) -> bytes:
     name = m.group()[1:-1]
     return _ENTITY_TEXT.get(name) or bytes([int(name[1:])])
+
+
+def _plain_text(buf: bytes) -> bytes:
+    """The text the program printed, before a terminal, web page or mail client dressed it: colour codes
+    (they would split literals), HTML entities and lookalike spaces and quotes. None of them holds a newline."""
+    if b"\x1b" in buf:
+        buf = _ANSI.sub(b"", buf)
+    if b"&" in buf:
+        buf = _ENTITY.sub(_unentity, buf)
+    if b"\xc2\xa0" in buf or b"\xe2\x80" in buf or b"\xe3\x80\x80" in buf:
+        buf = _LOOKALIKE.sub(lambda m: _LOOKALIKE_TEXT[m.group()], buf)
+    return buf
+
+
 # bytes that do not occur in text (UTF-8 multibyte bytes and \t \n \r \f \v \x1b count as text)
 _NON_TEXT = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27)) + b"\x7f"
 
@@ -343,12 +355,7 @@ def scan_chunks(chunks: Iterator[bytes], backend, first_line: int = 1, leading: 
                 forced = True
             carry = buf[cut:]
             buf = buf[:cut]
-        if b"\x1b" in buf:  # colour codes would split literals; they never contain newlines
-            buf = _ANSI.sub(b"", buf)
-        if b"&" in buf:
-            buf = _ENTITY.sub(_unentity, buf)
-        if b"\xc2\xa0" in buf or b"\xe2\x80" in buf or b"\xe3\x80\x80" in buf:
-            buf = _LOOKALIKE.sub(lambda m: _LOOKALIKE_TEXT[m.group()], buf)
+        buf = _plain_text(buf)
         if pending:
             # complete the `after` context of hits near the end of the previous buffer
             pos = 0
