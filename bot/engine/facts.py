@@ -167,6 +167,12 @@ CLUE_PATTERNS: list[FactPattern] = [
     FactPattern("clue:prompt", ("~]#", "~]$", ":~$", ":~#"),
                 re.compile(r"^\s*(?:\[[\w.\-]+@(?P<host>[\w.\-]+) ~\][#$]|[\w.\-]+@(?P<host2>[\w.\-]+):~[#$])"
                            r"(?!\s*(?:sudo\s+)?(?:srun|salloc|sbatch|ssh|mpirun|mpiexec|pdsh|clush|kubectl)\b)")),
+    # a command run on another host through ssh, its output pasted below: "$ ssh -o BatchMode=yes gpu-node-3 'dmesg'",
+    # "alice@login1:~$ ssh root@dgx01 nvidia-smi" (the host is the argument after ssh's options)
+    FactPattern("clue:prompt", ("ssh ",),
+                re.compile(r"^\s*(?:[\w.\-]+@[\w.\-]+:\S*|\[[\w.\-]+@[\w.\-]+ [^\]]*\])?[$#] +(?:sudo +)?ssh +"
+                           r"(?:-[46AaCfGgKkMNnqsTtVvXxYy]+ +|-[bcDEeFIiJLlmOopQRSWw] *[^\s-]\S* +)*"
+                           r"(?:[\w.\-]+@)?(?P<host>[A-Za-z][\w.\-]*) +['\"]?[\w./-]")),
     # torch elastic, newer wording of the teardown: "Closing process 1234 via signal SIGTERM"
     FactPattern("clue:elastic_closing", ("via signal SIG",),
                 re.compile(r"Closing process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")),

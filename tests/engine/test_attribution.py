@@ -47,6 +47,19 @@ def test_a_prompt_that_runs_srun_does_not_name_the_login_node() -> None:
     assert local["host"] == "gpu-3"
 
 
+def test_output_of_a_command_run_through_ssh_is_on_the_ssh_target() -> None:
+    # "$ ssh [options] HOST 'cmd'": the output below ran on HOST, whatever the local prompt says
+    init = _init("$ ssh -o BatchMode=yes -o RequestTTY=no gpu-node-5 'nvidia-container-cli info'\n"
+                 "nvidia-container-cli: detection error: nvml error: gpu requires reset\n")
+    assert (init["signature"], init["host"]) == ("gpu-requires-reset", "gpu-node-5")
+    init = _init("alice@login1:~$ ssh -t root@dgx07 nvidia-smi\n"
+                 "Unable to determine the device handle for GPU0000:04:00.0: Unknown Error\n")
+    assert init["host"] == "dgx07"
+    # ssh named in prose is not a prompt
+    assert _init("we ssh into gpu-node-5 and run it:\n"
+                 "Unable to determine the device handle for GPU0000:04:00.0: Unknown Error\n").get("host") is None
+
+
 def test_a_lone_nccl_process_takes_the_rank_of_its_prefixed_traceback() -> None:
     # NCCL's WARN goes out unprefixed; torchrun prefixes the same process's traceback
     head = ("node-10:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> "
